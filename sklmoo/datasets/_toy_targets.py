@@ -1,0 +1,130 @@
+"""Toy target densities of the MT-SGD paper (Section 4.1 and Appendix B.1)."""
+
+import math
+
+import numpy as np
+import torch
+
+
+class GaussianMixture:
+    r"""Log-density of a Gaussian mixture with diagonal covariances, as a torch callable.
+
+    Parameters
+    ----------
+    weights : array-like (C,)
+        Mixing proportions (normalised to sum to one).
+    means : array-like (C, d)
+    variances : float or array-like (C, d)
+        Diagonal covariances.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from sklmoo.datasets import GaussianMixture
+    >>> p = GaussianMixture([1.0], [[0.0, 0.0]], 1.0)
+    >>> round(float(p(torch.zeros(1, 2))[0]), 4)  # -log(2 pi)
+    -1.8379
+    """
+
+    def __init__(self, weights, means, variances):
+        self.weights = np.asarray(weights, dtype=np.float64) / np.sum(weights)
+        self.means = np.atleast_2d(np.asarray(means, dtype=np.float64))
+        self.variances = np.broadcast_to(np.asarray(variances, dtype=np.float64),
+                                         self.means.shape).copy()
+
+    def __repr__(self):
+        return (f"GaussianMixture(weights={self.weights.tolist()}, means={self.means.tolist()}, "
+                f"variances={self.variances.tolist()})")
+
+    def __call__(self, x):
+        """``log p(x)`` for particles ``x`` (M, d) -> (M,)."""
+        t = dict(dtype=x.dtype, device=x.device)
+        means, var = torch.as_tensor(self.means, **t), torch.as_tensor(self.variances, **t)
+        log_w = torch.as_tensor(np.log(self.weights), **t)
+        diff = x[:, None, :] - means[None]                                  # (M, C, d)
+        log_norm = -0.5 * (diff * diff / var).sum(-1) - 0.5 * torch.log(2 * math.pi * var).sum(-1)
+        return torch.logsumexp(log_w + log_norm, dim=1)
+
+
+def make_gaussian_mixture_targets():
+    """The paper's three two-component mixtures (Section 4.1.1), as log-density callables.
+
+    :math:`p_i = 0.7\\,\\mathcal N(\\mu_{i1}, 0.5 I) + 0.3\\,\\mathcal N(\\mu_{i2}, 0.5 I)` with
+    :math:`\\mu_{11}=(4,-4)`, :math:`\\mu_{12}=(0,0.5)`, :math:`\\mu_{21}=(-4,4)`,
+    :math:`\\mu_{22}=(0.5,0)`, :math:`\\mu_{31}=(-3,-3)`, :math:`\\mu_{32}=(0,0)`. Their joint
+    high-density region surrounds the origin; each has its major mode elsewhere.
+
+    Returns
+    -------
+    list of GaussianMixture
+
+    Examples
+    --------
+    >>> import torch
+    >>> from sklmoo.datasets import make_gaussian_mixture_targets
+    >>> targets = make_gaussian_mixture_targets()
+    >>> [t(torch.zeros(1, 2)).shape for t in targets]
+    [torch.Size([1]), torch.Size([1]), torch.Size([1])]
+    """
+    comps = [([4.0, -4.0], [0.0, 0.5]), ([-4.0, 4.0], [0.5, 0.0]), ([-3.0, -3.0], [0.0, 0.0])]
+    return [GaussianMixture([0.7, 0.3], list(c), 0.5) for c in comps]
+
+
+#: f1-intervals of ZDT3's five disconnected Pareto-front segments (with g = 1).
+ZDT3_FRONT_SEGMENTS = (
+    (0.0, 0.0830015349), (0.1822287280, 0.2577623634), (0.4093136748, 0.4538821041),
+    (0.6183967944, 0.6525117038), (0.8233317983, 0.8518328654),
+)
+
+
+def zdt3_objectives(theta):
+    r"""ZDT3's two objectives at ``theta`` (M, n) with entries in [0, 1] -> (f1, f2), each (M,).
+
+    :math:`f_1 = \theta_1`, :math:`g = 1 + \frac{9}{n-1}\sum_{i\ge2}\theta_i`,
+    :math:`f_2 = g\,(1 - \sqrt{f_1/g} - (f_1/g)\sin(10\pi f_1))`.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from sklmoo.datasets import zdt3_objectives
+    >>> f1, f2 = zdt3_objectives(torch.zeros(1, 30))
+    >>> float(f1[0]), float(f2[0])
+    (0.0, 1.0)
+    """
+    f1 = theta[:, 0]
+    g = 1.0 + 9.0 * theta[:, 1:].sum(dim=1) / (theta.shape[1] - 1)
+    ratio = f1 / g
+    # sqrt's derivative is infinite at 0; the floor keeps the score finite at the boundary
+    h = 1.0 - torch.sqrt(ratio.clamp_min(1e-12)) - ratio * torch.sin(10.0 * math.pi * f1)
+    return f1, g * h
+
+
+def make_zdt3_targets():
+    """ZDT3 (Appendix B.1.2) as two log-densities :math:`\\log p_k = -f_k`, for use with
+    ``bounds=ZDT3_BOUNDS`` (the box :math:`[0, 1]^{30}`).
+
+    Examples
+    --------
+    >>> import torch
+    >>> from sklmoo.datasets import make_zdt3_targets
+    >>> [float(t(torch.zeros(1, 30))[0]) for t in make_zdt3_targets()]
+    [-0.0, -1.0]
+    """
+    return [lambda x: -zdt3_objectives(x)[0], lambda x: -zdt3_objectives(x)[1]]
+
+
+#: ZDT3's box constraint, for ``sample_multi_target(..., bounds=ZDT3_BOUNDS)``.
+ZDT3_BOUNDS = (0.0, 1.0)
+
+
+def zdt3_pareto_front(n_points=500):
+    """Points (f1, f2) on ZDT3's true Pareto front, for plotting -> array (n, 2)."""
+    f1 = np.concatenate([np.linspace(a, b, max(2, n_points // 5)) for a, b in ZDT3_FRONT_SEGMENTS])
+    return np.column_stack([f1, 1.0 - np.sqrt(f1) - f1 * np.sin(10 * np.pi * f1)])
+
+
+def zdt3_segment(f1):
+    """Index (0-4) of the Pareto segment whose f1-interval is nearest to each ``f1`` value."""
+    f1 = np.asarray(f1, dtype=np.float64)
+    centres = np.array([(a + b) / 2 for a, b in ZDT3_FRONT_SEGMENTS])
+    return np.abs(f1[:, None] - centres[None]).argmin(axis=1)
