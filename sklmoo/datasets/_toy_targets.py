@@ -31,6 +31,19 @@ class GaussianMixture:
         self.means = np.atleast_2d(np.asarray(means, dtype=np.float64))
         self.variances = np.broadcast_to(np.asarray(variances, dtype=np.float64),
                                          self.means.shape).copy()
+        self._cache = {}
+
+    def _tensors(self, x):
+        key = (x.dtype, x.device)
+        if key not in self._cache:
+            t = dict(dtype=x.dtype, device=x.device)
+            var = torch.as_tensor(self.variances, **t)
+            self._cache[key] = (
+                torch.as_tensor(self.means, **t), 1.0 / var,
+                torch.as_tensor(np.log(self.weights), **t)
+                - 0.5 * torch.log(2 * math.pi * var).sum(-1),
+            )
+        return self._cache[key]
 
     def __repr__(self):
         return (f"GaussianMixture(weights={self.weights.tolist()}, means={self.means.tolist()}, "
@@ -38,12 +51,9 @@ class GaussianMixture:
 
     def __call__(self, x):
         """``log p(x)`` for particles ``x`` (M, d) -> (M,)."""
-        t = dict(dtype=x.dtype, device=x.device)
-        means, var = torch.as_tensor(self.means, **t), torch.as_tensor(self.variances, **t)
-        log_w = torch.as_tensor(np.log(self.weights), **t)
+        means, inv_var, log_const = self._tensors(x)
         diff = x[:, None, :] - means[None]                                  # (M, C, d)
-        log_norm = -0.5 * (diff * diff / var).sum(-1) - 0.5 * torch.log(2 * math.pi * var).sum(-1)
-        return torch.logsumexp(log_w + log_norm, dim=1)
+        return torch.logsumexp(log_const - 0.5 * (diff * diff * inv_var).sum(-1), dim=1)
 
 
 def make_gaussian_mixture_targets():

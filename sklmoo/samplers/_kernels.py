@@ -27,7 +27,7 @@ class RBFKernel:
         The length scale :math:`\sigma`. ``"median"`` recomputes it from the particles at every
         call with the median heuristic of the official SVGD / MT-SGD code,
         :math:`\sigma^2 = \mathrm{med}_{a<b}\|\theta_a-\theta_b\|^2 / (2 \log(M+1))`
-        (numpy-style median, i.e. the mean of the two middle values for an even count). With a
+        (torch's median: the lower of the two middle values for an even count). With a
         single particle, or coincident particles, the heuristic falls back to :math:`\sigma = 1`.
         The bandwidth is treated as a constant: no gradient flows through it.
 
@@ -70,7 +70,7 @@ class RBFKernel:
             if m < 2:
                 return sq_dists.new_tensor(1.0)
             iu = torch.triu_indices(m, m, offset=1, device=sq_dists.device)
-            med = torch.quantile(sq_dists.detach()[iu[0], iu[1]], 0.5)
+            med = sq_dists.detach()[iu[0], iu[1]].median()
             sigma2 = med / (2.0 * math.log(m + 1))
             return torch.where(sigma2 > 0, sigma2, sigma2.new_tensor(1.0))
         bw = float(self.bandwidth)

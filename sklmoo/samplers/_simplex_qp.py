@@ -1,5 +1,6 @@
 """Min-norm points of convex hulls: ``min_{w in simplex} w^T U w`` for PSD Gram matrices U."""
 
+import functools
 import itertools
 
 import numpy as np
@@ -105,15 +106,20 @@ def _projected_gradient(gram, n_iter=2000):
     return w
 
 
+@functools.lru_cache(maxsize=16)
+def _simplex_constraints(k):
+    # quadprog's form: C^T w >= b, the first column an equality (1^T w = 1), then w >= 0
+    return np.hstack([np.ones((k, 1)), np.eye(k)]), np.concatenate([[1.0], np.zeros(k)])
+
+
 def _quadprog(gram):
     u = gram.detach().cpu().double().numpy()
     k = u.shape[0]
     scale = max(float(np.abs(np.diag(u)).max()), 1e-300)
-    g = u / scale + 1e-10 * np.eye(k)
-    g = 0.5 * (g + g.T)
-    constraints = np.hstack([np.ones((k, 1)), np.eye(k)])
-    bounds = np.concatenate([[1.0], np.zeros(k)])
-    w = quadprog.solve_qp(g, np.zeros(k), constraints, bounds, meq=1)[0]
+    g = u / scale
+    g.flat[:: k + 1] += 1e-10
+    constraints, bounds = _simplex_constraints(k)
+    w = quadprog.solve_qp(g, np.zeros(k), constraints, bounds, 1)[0]
     return torch.as_tensor(w, dtype=gram.dtype, device=gram.device)
 
 

@@ -1,0 +1,155 @@
+"""MT-SGD / SVGD / MOO-SVGD / MGDA directions against independent references."""
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+from torch.func import grad, jacfwd, jacrev
+
+from sklmoo.samplers import (MGDA, MOOSVGD, MTSGD, SVGD, LinearScalarization, RBFKernel,
+                             min_norm_weights)
+
+
+def _problem(seed, m=6, d=3, k=3):
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(m, d, generator=g, dtype=torch.float64)
+    s = torch.randn(k, m, d, generator=g, dtype=torch.float64)
+    return x, s
+
+
+def _reference_gram(x, s, sigma2, c):
+    """Eq. (4) term by term, with every kernel derivative taken by autograd."""
+    def kern(a, b):
+        return torch.exp(-((a - b) ** 2).sum() / (2 * sigma2))
+
+    dk_da, dk_db = grad(kern, argnums=0), grad(kern, argnums=1)
+    mixed = jacfwd(jacrev(kern, argnums=0), argnums=1)  # d^2 k / d a d b
+    m, n_targets = x.shape[0], s.shape[0]
+    u = torch.zeros(n_targets, n_targets, dtype=x.dtype)
+    for a in range(m):
+        for b in range(m):
+            kab, ga, gb = kern(x[a], x[b]), dk_da(x[a], x[b]), dk_db(x[a], x[b])
+            tr = torch.trace(mixed(x[a], x[b]))
+            for i in range(n_targets):
+                for j in range(n_targets):
+                    u[i, j] += (kab * s[i, a] @ s[j, b] + c * s[i, a] @ gb + c * s[j, b] @ ga
+                                + c * c * tr)
+    return u / m**2
+
+
+def _reference_svgd(x, s, sigma2, c):
+    """phi(x_b) = 1/M sum_a [k(x_a, x_b) s(x_a) + c grad_{x_a} k(x_a, x_b)], with autograd."""
+    def kern(a, b):
+        return torch.exp(-((a - b) ** 2).sum() / (2 * sigma2))
+
+    dk_da = grad(kern, argnums=0)
+    m = x.shape[0]
+    return torch.stack([sum(kern(x[a], x[b]) * s[a] + c * dk_da(x[a], x[b]) for a in range(m)) / m
+                        for b in range(m)])
+
+
+@pytest.mark.parametrize("seed,c,bandwidth", [(0, 1.0, "median"), (1, 0.3, "median"),
+                                              (2, 1.0, 0.7), (3, 2.5, 1.9)])
+def test_gram_matches_autograd_reference(seed, c, bandwidth):
+    x, s = _problem(seed)
+    _, info = MTSGD(kernel=RBFKernel(bandwidth), repulsion=c).direction(x, s)
+    ref = _reference_gram(x, s, info.sigma2, c)
+    torch.testing.assert_close(info.gram, ref, rtol=1e-10, atol=1e-12)
+
+
+def test_median_bandwidth_is_the_documented_heuristic():
+    x, _ = _problem(0, m=7)
+    sq = torch.cdist(x, x) ** 2
+    vals = sq[torch.triu(torch.ones(7, 7, dtype=torch.bool), 1)]
+    expected = vals.median() / (2 * np.log(8))
+    assert float(RBFKernel().evaluate(x)[2]) == pytest.approx(float(expected), rel=1e-10)
+
+
+def test_gram_is_symmetric_psd_and_lemma1_holds_on_random_problems():
+    for seed in range(20):
+        m = 2 + seed % 7
+        x, s = _problem(seed, m=m, d=1 + seed % 4, k=2 + seed % 4)
+        c = [1.0, 0.1, 3.0][seed % 3]
+        _, info = MTSGD(repulsion=c).direction(x, s)
+        u = _reference_gram(x, s, info.sigma2, c)
+        assert torch.allclose(info.gram, info.gram.T)
+        assert float(torch.linalg.eigvalsh(info.gram).min()) >= -1e-10 * float(info.gram.diag().max())
+        # Lemma 1: <phi*, phi_i> >= ||phi*||^2 for every target i (inner products from the
+        # independent reference Gram matrix)
+        w = info.weights
+        norm2 = w @ u @ w
+        assert ((u @ w) >= norm2 - 1e-9 * max(1.0, float(norm2))).all()
+
+
+def test_direction_is_weighted_sum_of_per_target_svgd_directions():
+    x, s = _problem(4, m=8, d=2, k=3)
+    phi, info = MTSGD(repulsion=0.7).direction(x, s)
+    per_target = torch.stack([_reference_svgd(x, s[k], info.sigma2, 0.7) for k in range(3)])
+    torch.testing.assert_close(phi, torch.einsum("k,kmd->md", info.weights, per_target))
+
+
+def test_svgd_matches_reference_and_single_target_mtsgd():
+    x, s = _problem(5, m=9, d=4, k=1)
+    phi, info = SVGD().direction(x, s[0])
+    torch.testing.assert_close(phi, _reference_svgd(x, s[0], info.sigma2, 1.0))
+    torch.testing.assert_close(MTSGD().direction(x, s)[0], phi)
+    assert info.weights.tolist() == [1.0]
+    with pytest.raises(ValueError, match="one target"):
+        SVGD().direction(x, torch.randn(2, 9, 4, dtype=torch.float64))
+
+
+def test_single_particle_reduces_to_mgda():
+    x, s = _problem(6, m=1, d=5, k=4)
+    c = 0.8
+    phi, info = MTSGD(repulsion=c).direction(x, s)
+    scores = s[:, 0, :]
+    # U = <s_i, s_j> + c^2 d / sigma^2 (a constant that leaves the simplex minimiser unchanged)
+    const = c * c * 5 / info.sigma2
+    torch.testing.assert_close(info.gram - const, scores @ scores.T)
+    phi_mgda, info_mgda = MGDA().direction(x, s)
+    torch.testing.assert_close(phi, phi_mgda, rtol=1e-6, atol=1e-8)
+    torch.testing.assert_close(info.weights, info_mgda.weights[0], rtol=1e-5, atol=1e-6)
+
+
+def test_large_bandwidth_limit_is_mean_score_gram():
+    # sigma -> infinity: U_ij -> E_{a,b} <s_i(a), s_j(b)> (the paper's third case), with c = 1
+    x, s = _problem(7, m=5, d=2, k=3)
+    _, info = MTSGD(kernel=RBFKernel(1e4)).direction(x, s)
+    mean = s.mean(dim=1)
+    torch.testing.assert_close(info.gram, mean @ mean.T, rtol=1e-6, atol=1e-6)
+
+
+def test_moo_svgd_and_mgda_solve_per_particle_problems():
+    x, s = _problem(8, m=7, d=3, k=3)
+    phi_mgda, info = MGDA().direction(x, s)
+    phi_moo, info_moo = MOOSVGD(repulsion=0.5).direction(x, s)
+    for m in range(7):
+        w = min_norm_weights(s[:, m] @ s[:, m].T)
+        torch.testing.assert_close(info.weights[m], w, rtol=1e-5, atol=1e-7)
+        torch.testing.assert_close(phi_mgda[m], w @ s[:, m], rtol=1e-5, atol=1e-7)
+    # MOO-SVGD = one SVGD step on the per-particle MGDA directions
+    ref = _reference_svgd(x, phi_mgda, info_moo.sigma2, 0.5)
+    torch.testing.assert_close(phi_moo, ref, rtol=1e-5, atol=1e-7)
+    assert info_moo.weights.shape == (7, 3) and info_moo.gram.shape == (7, 3, 3)
+
+
+def test_linear_scalarization_and_input_validation():
+    x, s = _problem(9, m=4, d=2, k=2)
+    phi, info = LinearScalarization(weights=[3.0, 1.0]).direction(x, s)
+    torch.testing.assert_close(phi, 0.75 * s[0] + 0.25 * s[1])
+    with pytest.raises(ValueError, match="non-negative"):
+        LinearScalarization(weights=[1.0]).direction(x, s)
+    with pytest.raises(ValueError, match=r"\(K, M, d\)"):
+        MTSGD().direction(x, s[:, :3])
+    bad = s.clone()
+    bad[0, 0, 0] = float("inf")
+    with pytest.raises(FloatingPointError, match="diverged"):
+        MTSGD().direction(x, bad)
+
+
+def test_samplers_layer_does_not_import_sklearn():
+    code = "import sys, sklmoo.samplers; print(any(m.startswith(('sklearn', 'skorch')) for m in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
