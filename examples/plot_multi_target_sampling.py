@@ -1,0 +1,89 @@
+"""
+======================================================
+Sampling from several targets: MT-SGD versus MOO-SVGD
+======================================================
+
+Reproduces, CPU-sized, Figures 3 and 4 of the MT-SGD paper (Phan et al., 2022):
+
+* three two-component Gaussian mixtures whose joint high-density region surrounds the origin
+  (50 particles, 1000 Adam steps at learning rate 3e-2, initial particles ~ N(0, 5 I));
+* the ZDT3 multi-objective problem (30 variables in [0, 1], 50 particles, Adam 5e-4), with the
+  two objectives as log-densities ``log p_k = -f_k``.
+
+Both runs use :func:`sklmoo.samplers.sample_multi_target` with the same initial particles.
+
+What to expect (measured with this script): on the mixtures MT-SGD gathers most particles in
+the joint high-density region around the origin, while MOO-SVGD leaves particles on each
+target's own major mode. Some MT-SGD particles can stay trapped on one target's mode: the
+min-norm weights favour the target whose score is small there. On ZDT3 sklmoo's kernel acts on
+the 30 parameters; its repulsion in the 29 coordinates that only raise ``g`` keeps both
+samplers above the front within this budget, so this part does *not* reproduce the paper's
+figure (the official ZDT3 code uses a kernel on the objective values and normalised gradients).
+"""
+
+import matplotlib.pyplot as plt
+import numpy as np
+import torch
+
+from sklmoo.datasets import (ZDT3_BOUNDS, make_gaussian_mixture_targets, make_zdt3_targets,
+                             zdt3_objectives, zdt3_pareto_front)
+from sklmoo.samplers import sample_multi_target
+
+# %%
+# Three Gaussian mixtures (Figure 3)
+# ----------------------------------
+targets = make_gaussian_mixture_targets()
+init = torch.randn(50, 2, generator=torch.Generator().manual_seed(0),
+                   dtype=torch.float64) * np.sqrt(5.0)
+snapshots = [0, 100, 300, 1000]
+runs = {m: sample_multi_target(targets, init, 1000, method=m, lr=3e-2, trace=True, trace_every=100)
+        for m in ("moo_svgd", "mtsgd")}
+
+grid = torch.linspace(-7, 7, 200, dtype=torch.float64)
+gx, gy = torch.meshgrid(grid, grid, indexing="xy")
+pts = torch.stack([gx.ravel(), gy.ravel()], dim=1)
+density = sum(t(pts).exp() for t in targets).reshape(200, 200) / 3
+
+fig, axes = plt.subplots(2, len(snapshots), figsize=(3.2 * len(snapshots), 6.4), sharex=True,
+                         sharey=True)
+for row, (method, res) in enumerate(runs.items()):
+    for col, step in enumerate(snapshots):
+        ax = axes[row, col]
+        ax.contourf(gx, gy, density, levels=20, cmap="viridis")
+        p = res.trace[step // 100].numpy()
+        ax.scatter(p[:, 0], p[:, 1], s=10, c="red")
+        ax.set_title(f"{'MOO-SVGD' if method == 'moo_svgd' else 'MT-SGD'}, step {step}")
+        ax.set_xlim(-7, 7)
+        ax.set_ylim(-7, 7)
+fig.tight_layout()
+fig.savefig("multi_target_gaussian_mixtures.png", dpi=80)
+
+for method, res in runs.items():
+    r = res.particles.norm(dim=1)
+    print(f"{method:9s}: {float((r < 1.5).double().mean()):.0%} of particles within radius 1.5 "
+          f"of the origin; mean joint log-density "
+          f"{float(sum(t(res.particles) for t in targets).mean()):.1f}")
+
+# %%
+# ZDT3 (Figure 4)
+# ---------------
+# The paper runs 10000 steps at lr 5e-4; 2500 steps at lr 2e-3 cover the same distance
+# with Adam and keep the example short.
+zdt3 = make_zdt3_targets()
+init = torch.rand(50, 30, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+front = zdt3_pareto_front()
+fig, axes = plt.subplots(1, 3, figsize=(12, 3.6), sharey=True)
+panels = [("initial", init)] + [
+    (m, sample_multi_target(zdt3, init, 2500, method=m, lr=2e-3, bounds=ZDT3_BOUNDS).particles)
+    for m in ("moo_svgd", "mtsgd")]
+for ax, (name, p) in zip(axes, panels):
+    f1, f2 = zdt3_objectives(p)
+    ax.scatter(front[:, 0], front[:, 1], s=2, c="red", label="Pareto front")
+    ax.scatter(f1.numpy(), f2.numpy(), s=12, c="tab:blue", label="particles")
+    ax.set_title({"initial": "initial", "moo_svgd": "MOO-SVGD", "mtsgd": "MT-SGD"}[name])
+    ax.set_xlabel("$f_1$")
+axes[0].set_ylabel("$f_2$")
+axes[0].legend(loc="upper right")
+fig.tight_layout()
+fig.savefig("multi_target_zdt3.png", dpi=80)
+plt.show()
