@@ -98,7 +98,7 @@ def zdt3_objectives(theta):
     >>> import torch
     >>> from sklmoo.datasets import zdt3_objectives
     >>> f1, f2 = zdt3_objectives(torch.zeros(1, 30))
-    >>> float(f1[0]), float(f2[0])
+    >>> float(f1[0]), round(float(f2[0]), 4)
     (0.0, 1.0)
     """
     f1 = theta[:, 0]
@@ -117,7 +117,7 @@ def make_zdt3_targets():
     --------
     >>> import torch
     >>> from sklmoo.datasets import make_zdt3_targets
-    >>> [float(t(torch.zeros(1, 30))[0]) for t in make_zdt3_targets()]
+    >>> [round(float(t(torch.zeros(1, 30))[0]), 4) for t in make_zdt3_targets()]
     [-0.0, -1.0]
     """
     return [lambda x: -zdt3_objectives(x)[0], lambda x: -zdt3_objectives(x)[1]]
