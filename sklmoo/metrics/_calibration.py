@@ -1,0 +1,232 @@
+"""Calibration and ensemble metrics: ECE, class-wise ECE, Brier score, NLL, pairwise KL."""
+
+import numpy as np
+
+from ._validation import aggregate, check_sample_weight, split_tasks
+
+_NORMS = ("l1", "l2", "max")
+_STRATEGIES = ("uniform", "quantile")
+
+
+def _check_binning(n_bins, strategy, norm=None):
+    if not isinstance(n_bins, (int, np.integer)) or n_bins < 1:
+        raise ValueError(f"n_bins must be a positive integer, got {n_bins!r}")
+    if strategy not in _STRATEGIES:
+        raise ValueError(f"strategy must be one of {_STRATEGIES}, got {strategy!r}")
+    if norm is not None and norm not in _NORMS:
+        raise ValueError(f"norm must be one of {_NORMS}, got {norm!r}")
+
+
+def bin_edges(confidence, n_bins, strategy):
+    """Bin edges on [0, 1]; ``'quantile'`` merges duplicate quantiles."""
+    if strategy == "uniform":
+        return np.linspace(0.0, 1.0, n_bins + 1)
+    edges = np.quantile(confidence, np.linspace(0.0, 1.0, n_bins + 1))
+    edges[0], edges[-1] = 0.0, 1.0
+    return np.unique(edges)
+
+
+def binned_calibration(confidence, correct, sample_weight, n_bins=10, strategy="uniform"):
+    """Weighted mean confidence, accuracy and weight per non-empty bin.
+
+    Bins are right-closed, ``(lo, hi]``, as in the MT-SGD paper (Appendix B.2.1); a confidence of
+    exactly 0 falls in the first bin.
+
+    Returns
+    -------
+    mean_confidence, accuracy, weight : arrays over the non-empty bins (weight sums to 1)
+    edges : the bin edges
+    """
+    edges = bin_edges(confidence, n_bins, strategy)
+    idx = np.clip(np.searchsorted(edges, confidence, side="left") - 1, 0, len(edges) - 2)
+    n = len(edges) - 1
+    w = np.bincount(idx, weights=sample_weight, minlength=n)
+    conf = np.bincount(idx, weights=sample_weight * confidence, minlength=n)
+    acc = np.bincount(idx, weights=sample_weight * correct, minlength=n)
+    nonempty = w > 0
+    w, conf, acc = w[nonempty], conf[nonempty], acc[nonempty]
+    return conf / w, acc / w, w / w.sum(), edges
+
+
+def _gap(mean_conf, acc, weight, norm):
+    gap = np.abs(acc - mean_conf)
+    if norm == "l1":
+        return float((weight * gap).sum())
+    if norm == "l2":
+        return float(np.sqrt((weight * gap**2).sum()))
+    return float(gap.max())
+
+
+def _top_label(codes, proba):
+    pred = proba.argmax(axis=1)
+    return proba[np.arange(len(pred)), pred], (pred == codes).astype(np.float64)
+
+
+def expected_calibration_error(y_true, y_proba, *, n_bins=10, strategy="uniform", norm="l1",
+                               labels=None, sample_weight=None, multioutput="uniform_average"):
+    r"""Top-label expected calibration error.
+
+    :math:`\mathrm{ECE} = \sum_m \frac{|B_m|}{N} |\mathrm{acc}(B_m) - \mathrm{conf}(B_m)|`
+    over bins of the top-label confidence :math:`\max_c p(c|x)`, as in the MT-SGD paper
+    (Appendix B.2.1; Guo et al., 2017).
+
+    Parameters
+    ----------
+    y_true : array-like of shape (n_samples,) or (n_samples, n_tasks)
+        True labels (any hashable values: ints, strings, ...). A DataFrame works.
+    y_proba : array-like of shape (n_samples, n_classes) or (n_samples,), or list of such arrays
+        Predicted probabilities, columns in ``labels`` order. A 1-D array is the probability of
+        the positive class ``labels[-1]`` of a binary problem; for multi-task ``y_true`` pass a
+        list of one array per task, or an (n_samples, n_tasks) array of positive-class
+        probabilities when every task is binary (the shapes scikit-learn's ``predict_proba``
+        scorers hand over).
+    n_bins : int, default=10
+    strategy : {'uniform', 'quantile'}, default='uniform'
+        Equal-width bins :math:`((m-1)/M, m/M]` (right-closed, edges
+        ``np.linspace(0, 1, n_bins + 1)``), or bins holding equal numbers of samples.
+    norm : {'l1', 'l2', 'max'}, default='l1'
+        Weighted mean gap (ECE), root weighted mean squared gap, or the largest gap over
+        non-empty bins (MCE).
+    labels : array-like, or list of array-like per task, optional
+        The class of each probability column (an estimator's ``classes_``). Default: the sorted
+        unique labels of ``y_true``, which must then match the number of columns.
+    sample_weight : array-like of shape (n_samples,), optional
+    multioutput : {'uniform_average', 'raw_values'} or array-like of task weights
+        How to combine the tasks of a multi-task ``y_true``.
+
+    Returns
+    -------
+    float, or ndarray of shape (n_tasks,) with ``multioutput='raw_values'``
+
+    Examples
+    --------
+    >>> from sklmoo.metrics import expected_calibration_error
+    >>> y = [0, 1, 1, 0]
+    >>> proba = [[0.9, 0.1], [0.2, 0.8], [0.4, 0.6], [0.3, 0.7]]
+    >>> round(expected_calibration_error(y, proba, n_bins=5), 4)  # bins (.4,.6], (.6,.8], (.8,1]
+    0.25
+    """
+    _check_binning(n_bins, strategy, norm)
+    tasks, multitask = split_tasks(y_true, y_proba, labels)
+    sw = check_sample_weight(sample_weight, len(tasks[0][0]))
+    values = []
+    for codes, proba in tasks:
+        conf, correct = _top_label(codes, proba)
+        mean_conf, acc, weight, _ = binned_calibration(conf, correct, sw, n_bins, strategy)
+        values.append(_gap(mean_conf, acc, weight, norm))
+    return aggregate(values, multitask, multioutput)
+
+
+def classwise_calibration_error(y_true, y_proba, *, n_bins=10, strategy="uniform", norm="l1",
+                                labels=None, sample_weight=None,
+                                multioutput="uniform_average"):
+    r"""Class-wise ECE (Kull et al., 2019): the mean over classes c of the calibration error of
+    :math:`p(c|x)` against the indicator :math:`1[y=c]`, each class binned on its own.
+
+    Parameters are those of :func:`expected_calibration_error`.
+
+    Examples
+    --------
+    >>> from sklmoo.metrics import classwise_calibration_error
+    >>> y = [0, 1, 1, 0]
+    >>> proba = [[0.9, 0.1], [0.2, 0.8], [0.4, 0.6], [0.3, 0.7]]
+    >>> round(classwise_calibration_error(y, proba, n_bins=5), 4)
+    0.2
+    """
+    _check_binning(n_bins, strategy, norm)
+    tasks, multitask = split_tasks(y_true, y_proba, labels)
+    sw = check_sample_weight(sample_weight, len(tasks[0][0]))
+    values = []
+    for codes, proba in tasks:
+        per_class = []
+        for c in range(proba.shape[1]):
+            mean_conf, acc, weight, _ = binned_calibration(
+                proba[:, c], (codes == c).astype(np.float64), sw, n_bins, strategy)
+            per_class.append(_gap(mean_conf, acc, weight, norm))
+        values.append(float(np.mean(per_class)))
+    return aggregate(values, multitask, multioutput)
+
+
+def brier_score(y_true, y_proba, *, labels=None, sample_weight=None,
+                multioutput="uniform_average"):
+    r"""Multiclass Brier score summed over classes, as in the MT-SGD paper:
+    :math:`\frac1N\sum_i\sum_c (1[y_i=c] - p(c|x_i))^2`, in [0, 2].
+
+    For a binary problem this is twice :func:`sklearn.metrics.brier_score_loss` with its default
+    ``scale_by_half='auto'``, and equal to ``brier_score_loss(..., scale_by_half=False)``
+    (scikit-learn >= 1.7) for any number of classes.
+
+    Parameters are those of :func:`expected_calibration_error` (no binning).
+
+    Examples
+    --------
+    >>> from sklmoo.metrics import brier_score
+    >>> round(brier_score([0, 1], [[0.8, 0.2], [0.4, 0.6]]), 4)  # (0.08 + 0.32) / 2
+    0.2
+    """
+    tasks, multitask = split_tasks(y_true, y_proba, labels)
+    sw = check_sample_weight(sample_weight, len(tasks[0][0]))
+    values = []
+    for codes, proba in tasks:
+        onehot = np.eye(proba.shape[1])[codes]
+        values.append(float(np.average(((onehot - proba) ** 2).sum(axis=1), weights=sw)))
+    return aggregate(values, multitask, multioutput)
+
+
+def negative_log_likelihood(y_true, y_proba, *, labels=None, sample_weight=None, eps=1e-15,
+                            multioutput="uniform_average"):
+    r"""Mean negative log-likelihood of the true labels, :math:`-\frac1N\sum_i\log p(y_i|x_i)`
+    (probabilities clipped below at ``eps``); equal to :func:`sklearn.metrics.log_loss`.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sklmoo.metrics import negative_log_likelihood
+    >>> bool(np.isclose(negative_log_likelihood([0, 1], [[0.5, 0.5], [0.5, 0.5]]), np.log(2)))
+    True
+    """
+    tasks, multitask = split_tasks(y_true, y_proba, labels)
+    sw = check_sample_weight(sample_weight, len(tasks[0][0]))
+    values = []
+    for codes, proba in tasks:
+        p = np.clip(proba[np.arange(len(codes)), codes], eps, 1.0)
+        values.append(float(np.average(-np.log(p), weights=sw)))
+    return aggregate(values, multitask, multioutput)
+
+
+def pairwise_kl_diversity(member_proba, *, eps=1e-12):
+    r"""Mean pairwise KL divergence between ensemble members' predictive distributions.
+
+    The L2E paper's KLD (its Eq. 18): :math:`\mathbb E_x\big[\frac{1}{M(M-1)}\sum_{i\ne j}
+    \mathrm{KL}(p(\cdot|x,\theta_i)\,\|\,p(\cdot|x,\theta_j))\big]`, with the KL summed over
+    classes. Higher means a more diverse ensemble; 0 for identical members.
+
+    Parameters
+    ----------
+    member_proba : array-like of shape (n_members, n_samples, n_classes), or list of such
+        arrays (one per task; the mean over tasks is returned).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sklmoo.metrics import pairwise_kl_diversity
+    >>> p = np.array([[[0.5, 0.5]], [[0.9, 0.1]]])
+    >>> kl = lambda a, b: float((a * np.log(a / b)).sum())
+    >>> bool(np.isclose(pairwise_kl_diversity(p), (kl(p[0, 0], p[1, 0]) + kl(p[1, 0], p[0, 0])) / 2))
+    True
+    """
+    if isinstance(member_proba, (list, tuple)):
+        return float(np.mean([pairwise_kl_diversity(p, eps=eps) for p in member_proba]))
+    p = np.asarray(member_proba, dtype=np.float64)
+    if p.ndim != 3:
+        raise ValueError(f"member_proba must be (n_members, n_samples, n_classes), got {p.shape}")
+    if not np.isfinite(p).all() or (p < 0).any():
+        raise ValueError("member_proba must be finite and non-negative")
+    m = p.shape[0]
+    if m < 2:
+        raise ValueError("pairwise_kl_diversity needs at least 2 ensemble members")
+    logp = np.log(np.clip(p, eps, None))
+    # sum_{i,j} KL(p_i || p_j) = M sum_i <p_i, log p_i> - <sum_i p_i, sum_j log p_j>
+    self_term = (p * logp).sum(axis=(0, 2))
+    cross = (p.sum(axis=0) * logp.sum(axis=0)).sum(axis=1)
+    return float(((m * self_term - cross) / (m * (m - 1))).mean())

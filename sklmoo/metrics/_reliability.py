@@ -1,0 +1,170 @@
+"""Reliability diagram, following scikit-learn's Display pattern."""
+
+import numpy as np
+
+from ._calibration import _check_binning, _gap, _top_label, binned_calibration
+from ._scorers import _classes_of
+from ._validation import check_sample_weight, split_tasks
+
+
+class ReliabilityDiagramDisplay:
+    """Reliability diagram: accuracy against top-label confidence per bin.
+
+    One panel per task. Bars show the accuracy of each confidence bin, the shaded "gap" bars the
+    difference to the bin's mean confidence, and the line the (confidence, accuracy) points; the
+    diagonal is perfect calibration and the legend gives the ECE. Create it with
+    :meth:`from_estimator` or :meth:`from_predictions`.
+
+    Parameters
+    ----------
+    mean_confidence, accuracy, bin_weight : list of ndarray, one per task
+        Per non-empty bin: mean confidence, accuracy and share of samples.
+    bin_edges : list of ndarray, one per task
+    ece : list of float, one per task
+    estimator_name : str, optional
+    task_names : list of str, optional
+
+    Attributes
+    ----------
+    line_ : matplotlib Line2D, or list of them (multi-task)
+    bars_ : matplotlib BarContainer, or list of them (multi-task)
+    ax_ : matplotlib Axes, or ndarray of Axes (multi-task)
+    figure_ : matplotlib Figure
+
+    Examples
+    --------
+    >>> import matplotlib
+    >>> matplotlib.use("Agg")
+    >>> from sklearn.datasets import load_iris
+    >>> from sklearn.linear_model import LogisticRegression
+    >>> from sklmoo.metrics import ReliabilityDiagramDisplay
+    >>> X, y = load_iris(return_X_y=True)
+    >>> clf = LogisticRegression(max_iter=500).fit(X, y)
+    >>> disp = ReliabilityDiagramDisplay.from_estimator(clf, X, y, n_bins=5)
+    >>> disp.ax_.get_xlabel()
+    'Confidence (top-label probability)'
+    """
+
+    def __init__(self, mean_confidence, accuracy, bin_weight, bin_edges, ece, *,
+                 estimator_name=None, task_names=None):
+        self.mean_confidence = mean_confidence
+        self.accuracy = accuracy
+        self.bin_weight = bin_weight
+        self.bin_edges = bin_edges
+        self.ece = ece
+        self.estimator_name = estimator_name
+        self.task_names = task_names
+
+    @property
+    def _multitask(self):
+        return self.task_names is not None
+
+    def plot(self, *, ax=None, name=None, show_gaps=True):
+        """Draw the diagram.
+
+        Parameters
+        ----------
+        ax : matplotlib Axes, or sequence of one Axes per task, optional
+            Created if None.
+        name : str, optional
+            Legend name; defaults to ``estimator_name``.
+        show_gaps : bool, default=True
+            Shade the gap between accuracy and mean confidence in each bin.
+
+        Returns
+        -------
+        self
+        """
+        import matplotlib.pyplot as plt
+
+        n_tasks = len(self.ece)
+        if ax is None:
+            fig, axes = plt.subplots(1, n_tasks, figsize=(4.2 * n_tasks, 4.2), squeeze=False)
+            axes = axes[0]
+        else:
+            axes = np.atleast_1d(np.asarray(ax, dtype=object))
+            if len(axes) != n_tasks:
+                raise ValueError(f"ax must hold one Axes per task ({n_tasks}), got {len(axes)}")
+            fig = axes[0].figure
+        name = self.estimator_name if name is None else name
+        lines, bars = [], []
+        for t, axis in enumerate(axes):
+            edges = self.bin_edges[t]
+            widths = np.diff(edges)
+            idx = np.clip(np.searchsorted(edges, self.mean_confidence[t], side="left") - 1,
+                          0, len(widths) - 1)
+            centres, width = edges[idx] + widths[idx] / 2, widths[idx]
+            bar = axis.bar(centres, self.accuracy[t], width=width * 0.95, color="tab:blue",
+                           alpha=0.7, edgecolor="black", label="accuracy")
+            if show_gaps:
+                gap = self.mean_confidence[t] - self.accuracy[t]
+                axis.bar(centres, gap, bottom=self.accuracy[t], width=width * 0.95,
+                         color="tab:red", alpha=0.3, hatch="//", edgecolor="tab:red", label="gap")
+            axis.plot([0, 1], [0, 1], "k:", label="perfectly calibrated")
+            label = f"ECE = {self.ece[t]:.3f}" if name is None else f"{name} (ECE = {self.ece[t]:.3f})"
+            (line,) = axis.plot(self.mean_confidence[t], self.accuracy[t], "s-", color="black",
+                                label=label)
+            axis.set(xlim=(0, 1), ylim=(0, 1), xlabel="Confidence (top-label probability)",
+                     ylabel="Accuracy")
+            if self._multitask:
+                axis.set_title(str(self.task_names[t]))
+            axis.legend(loc="upper left", fontsize="small")
+            lines.append(line)
+            bars.append(bar)
+        self.figure_ = fig
+        if self._multitask:
+            self.ax_, self.line_, self.bars_ = np.asarray(axes, dtype=object), lines, bars
+        else:
+            self.ax_, self.line_, self.bars_ = axes[0], lines[0], bars[0]
+        return self
+
+    @classmethod
+    def from_predictions(cls, y_true, y_proba, *, labels=None, n_bins=10, strategy="uniform",
+                         sample_weight=None, name=None, task_names=None, ax=None,
+                         show_gaps=True):
+        """Plot from true labels and predicted probabilities.
+
+        ``y_true``, ``y_proba`` and ``labels`` take every form
+        :func:`~sklmoo.metrics.expected_calibration_error` accepts; a multi-task ``y_true``
+        (n, T) gives one panel per task, titled by ``task_names`` (default: the DataFrame's
+        column names, else ``task 0`` ...).
+
+        Returns
+        -------
+        ReliabilityDiagramDisplay
+        """
+        _check_binning(n_bins, strategy)
+        tasks, multitask = split_tasks(y_true, y_proba, labels)
+        sw = check_sample_weight(sample_weight, len(tasks[0][0]))
+        stats = [[], [], [], [], []]
+        for codes, proba in tasks:
+            conf, correct = _top_label(codes, proba)
+            mean_conf, acc, weight, edges = binned_calibration(conf, correct, sw, n_bins,
+                                                               strategy)
+            for lst, v in zip(stats, (mean_conf, acc, weight, edges,
+                                      _gap(mean_conf, acc, weight, "l1"))):
+                lst.append(v)
+        if multitask and task_names is None:
+            task_names = (list(map(str, y_true.columns)) if hasattr(y_true, "columns")
+                          else [f"task {t}" for t in range(len(tasks))])
+        disp = cls(*stats, estimator_name=name, task_names=task_names if multitask else None)
+        return disp.plot(ax=ax, show_gaps=show_gaps)
+
+    @classmethod
+    def from_estimator(cls, estimator, X, y, *, n_bins=10, strategy="uniform",
+                       sample_weight=None, name=None, task_names=None, ax=None, show_gaps=True):
+        """Plot from a fitted classifier's ``predict_proba`` on ``X``; columns are mapped to labels
+        through ``estimator.classes_``. ``name`` defaults to the estimator's class name and
+        ``task_names`` to its ``task_names_`` when it has them.
+
+        Returns
+        -------
+        ReliabilityDiagramDisplay
+        """
+        proba = estimator.predict_proba(X)
+        if task_names is None:
+            task_names = getattr(estimator, "task_names_", None)
+        return cls.from_predictions(
+            y, proba, labels=_classes_of(estimator), n_bins=n_bins, strategy=strategy,
+            sample_weight=sample_weight, name=type(estimator).__name__ if name is None else name,
+            task_names=task_names, ax=ax, show_gaps=show_gaps)

@@ -1,0 +1,169 @@
+"""Calibration metrics against hand computations and independent implementations."""
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+from scipy.stats import entropy
+from sklearn.metrics import brier_score_loss, log_loss
+from torchmetrics.functional.classification import (binary_calibration_error,
+                                                    multiclass_calibration_error)
+
+from sklmoo.metrics import (brier_score, classwise_calibration_error, expected_calibration_error,
+                            negative_log_likelihood, pairwise_kl_diversity)
+
+
+def _random_problem(seed, n=400, n_classes=4):
+    rng = np.random.default_rng(seed)
+    proba = rng.dirichlet(np.full(n_classes, 0.7), size=n)
+    y = np.array([rng.choice(n_classes, p=p) if rng.random() < 0.7 else rng.integers(n_classes)
+                  for p in proba])
+    return y, proba
+
+
+def _away_from_edges(values, n_bins, margin=1e-3):
+    scaled = values * n_bins
+    return np.abs(scaled - np.round(scaled)) > margin * n_bins
+
+
+def test_hand_computed_top_label_ece_l1_l2_max():
+    y = [0, 1, 1, 0]
+    proba = [[0.9, 0.1], [0.2, 0.8], [0.4, 0.6], [0.3, 0.7]]
+    # bins (right-closed, width 0.2): {0.6: correct} gap .4; {0.7 wrong, 0.8 correct} gap .25;
+    # {0.9 correct} gap .1; weights .25 / .5 / .25
+    assert expected_calibration_error(y, proba, n_bins=5) == pytest.approx(0.25)
+    assert expected_calibration_error(y, proba, n_bins=5, norm="l2") == pytest.approx(
+        np.sqrt(0.25 * 0.16 + 0.5 * 0.0625 + 0.25 * 0.01))
+    assert expected_calibration_error(y, proba, n_bins=5, norm="max") == pytest.approx(0.4)
+    # bins are right-closed: 0.6 belongs to (0.4, 0.6], not (0.6, 0.8] (which would give 0.3)
+    assert expected_calibration_error([1], [[0.4, 0.6]], n_bins=5,
+                                      labels=[0, 1]) == pytest.approx(0.4)
+
+
+@pytest.mark.parametrize("norm", ["l1", "l2", "max"])
+@pytest.mark.parametrize("n_bins", [10, 15])
+def test_ece_matches_torchmetrics_away_from_bin_edges(norm, n_bins):
+    # torchmetrics bins are left-closed [lo, hi) and ours right-closed (lo, hi] as in the
+    # MT-SGD paper; the two agree whenever no confidence sits on an edge.
+    y, proba = _random_problem(n_bins)
+    keep = _away_from_edges(proba.max(1), n_bins)
+    y, proba = y[keep], proba[keep]
+    ref = multiclass_calibration_error(torch.as_tensor(proba), torch.as_tensor(y),
+                                       num_classes=4, n_bins=n_bins, norm=norm)
+    assert expected_calibration_error(y, proba, n_bins=n_bins, norm=norm) == pytest.approx(
+        float(ref), abs=1e-6)
+
+
+def test_classwise_ece_matches_torchmetrics_binary_per_class():
+    y, proba = _random_problem(3, n_classes=3)
+    keep = _away_from_edges(proba, 10).all(axis=1)
+    y, proba = y[keep], proba[keep]
+    ref = np.mean([float(binary_calibration_error(torch.as_tensor(proba[:, c]),
+                                                  torch.as_tensor((y == c).astype(int)),
+                                                  n_bins=10)) for c in range(3)])
+    assert classwise_calibration_error(y, proba) == pytest.approx(ref, abs=1e-6)
+
+
+def test_quantile_bins_hold_equal_counts():
+    rng = np.random.default_rng(0)
+    pos = rng.uniform(0.01, 0.99, size=100)
+    y = (rng.random(100) < pos).astype(int)
+    proba = np.column_stack([1 - pos, pos])
+    conf, correct = proba.max(1), (proba.argmax(1) == y)
+    order = np.argsort(conf)
+    ref = np.mean([abs(correct[g].mean() - conf[g].mean())
+                   for g in np.array_split(order, 4)])  # 4 groups of 25
+    assert expected_calibration_error(y, proba, n_bins=4, strategy="quantile") == pytest.approx(ref)
+
+
+def test_sample_weight_equals_repetition():
+    y, proba = _random_problem(5, n=60)
+    w = np.random.default_rng(0).integers(1, 4, size=60)
+    rep_y, rep_p = np.repeat(y, w), np.repeat(proba, w, axis=0)
+    for fn in (expected_calibration_error, brier_score, negative_log_likelihood,
+               classwise_calibration_error):
+        assert fn(y, proba, sample_weight=w) == pytest.approx(fn(rep_y, rep_p))
+
+
+def test_brier_relation_to_sklearn():
+    y, proba = _random_problem(6)
+    assert brier_score(y, proba) == pytest.approx(
+        brier_score_loss(y, proba, labels=[0, 1, 2, 3], scale_by_half=False))
+    rng = np.random.default_rng(0)
+    pos = rng.random(50)
+    yb = np.where(rng.random(50) < pos, "yes", "no")
+    # binary: twice scikit-learn's default (which halves to stay in [0, 1])
+    assert brier_score(yb, pos, labels=["no", "yes"]) == pytest.approx(
+        2 * brier_score_loss(yb, pos, pos_label="yes"))
+    assert brier_score(yb, np.column_stack([1 - pos, pos])) == pytest.approx(
+        2 * brier_score_loss(yb, pos, pos_label="yes"))
+
+
+def test_nll_equals_log_loss_with_labels_missing_from_y():
+    y, proba = _random_problem(7)
+    assert negative_log_likelihood(y, proba) == pytest.approx(log_loss(y, proba))
+    sub = y != 3  # class 3 absent from y_true: labels tell the column order
+    assert negative_log_likelihood(y[sub], proba[sub], labels=[0, 1, 2, 3]) == pytest.approx(
+        log_loss(y[sub], proba[sub], labels=[0, 1, 2, 3]))
+
+
+def test_pairwise_kl_matches_double_loop():
+    rng = np.random.default_rng(1)
+    members = rng.dirichlet(np.ones(5), size=(4, 30))
+    ref = np.mean([np.mean([entropy(members[i, n], members[j, n]) for i in range(4)
+                            for j in range(4) if i != j]) for n in range(30)])
+    assert pairwise_kl_diversity(members) == pytest.approx(ref)
+    assert pairwise_kl_diversity(np.repeat(members[:1], 3, axis=0)) == pytest.approx(0, abs=1e-12)
+    assert pairwise_kl_diversity([members, members[:, :, :3] / members[:, :, :3].sum(-1,
+                                  keepdims=True)]) > 0
+
+
+def test_multitask_forms_agree():
+    rng = np.random.default_rng(2)
+    n = 120
+    y_a, p_a = _random_problem(8, n=n, n_classes=3)
+    pos = rng.random(n)
+    y_b = np.where(rng.random(n) < pos, "dog", "cat")
+    y = pd.DataFrame({"digit": y_a, "animal": y_b})
+    probas = [p_a, np.column_stack([1 - pos, pos])]
+    for fn in (expected_calibration_error, brier_score, negative_log_likelihood,
+               classwise_calibration_error):
+        raw = fn(y, probas, multioutput="raw_values")
+        assert raw.shape == (2,)
+        assert raw[0] == pytest.approx(fn(y_a, p_a))
+        assert raw[1] == pytest.approx(fn(y_b, probas[1]))
+        assert fn(y, probas) == pytest.approx(raw.mean())
+        assert fn(y, probas, multioutput=[3, 1]) == pytest.approx(0.75 * raw[0] + 0.25 * raw[1])
+    # all-binary tasks as an (n, T) array of positive-class probabilities (scikit-learn's
+    # multilabel predict_proba scorer shape) == list of (n, 2) arrays
+    yb = np.column_stack([(pos > 0.5).astype(int), (rng.random(n) < pos).astype(int)])
+    pos2 = np.column_stack([pos, 1 - pos])
+    as_list = [np.column_stack([1 - pos2[:, t], pos2[:, t]]) for t in range(2)]
+    assert brier_score(yb, pos2) == pytest.approx(brier_score(yb, as_list))
+
+
+@pytest.mark.parametrize("y,proba,labels,match", [
+    ([0, 1], [[0.5, 0.6], [0.5, 0.5]], None, "sum to 1"),
+    ([0, 1], [[1.2, -0.2], [0.5, 0.5]], None, "outside"),
+    ([0, 1], [[np.nan, 0.5], [0.5, 0.5]], None, "NaN"),
+    ([0, 1, 1], [[0.5, 0.5], [0.5, 0.5]], None, "3 samples"),
+    ([0, 2], [[0.5, 0.5], [0.5, 0.5]], [0, 1], r"labels \[2\] not in"),
+    ([0, 1, 2], [[0.5, 0.5]] * 3, None, "3 classes but y_proba has 2"),
+    ([[0, 1], [1, 0]], [[[0.5, 0.5]] * 2], None, "2 tasks but y_proba has 1"),
+    ([0, 1], [[[0.5, 0.5]] * 2, [[0.5, 0.5]] * 2], None, "one array per task"),
+    (["a", "b", "c"], [0.2, 0.3, 0.4], None, "binary"),
+])
+def test_bad_input_raises(y, proba, labels, match):
+    with pytest.raises(ValueError, match=match):
+        expected_calibration_error(np.array(y), proba, labels=labels)
+
+
+def test_bad_parameters_raise():
+    with pytest.raises(ValueError, match="n_bins"):
+        expected_calibration_error([0, 1], [[0.5, 0.5]] * 2, n_bins=0)
+    with pytest.raises(ValueError, match="strategy"):
+        expected_calibration_error([0, 1], [[0.5, 0.5]] * 2, strategy="kmeans")
+    with pytest.raises(ValueError, match="norm"):
+        expected_calibration_error([0, 1], [[0.5, 0.5]] * 2, norm="l3")
+    with pytest.raises(ValueError, match="sample_weight"):
+        brier_score([0, 1], [[0.5, 0.5]] * 2, sample_weight=[1.0])
