@@ -79,7 +79,7 @@ class ReliabilityDiagramDisplay:
 
         n_tasks = len(self.ece)
         if ax is None:
-            fig, axes = plt.subplots(1, n_tasks, figsize=(4.2 * n_tasks, 4.2), squeeze=False)
+            fig, axes = plt.subplots(1, n_tasks, figsize=(4.4 * n_tasks, 5.0), squeeze=False)
             axes = axes[0]
         else:
             axes = np.atleast_1d(np.asarray(ax, dtype=object))
@@ -108,9 +108,12 @@ class ReliabilityDiagramDisplay:
                      ylabel="Accuracy")
             if self._multitask:
                 axis.set_title(str(self.task_names[t]))
-            axis.legend(loc="upper left", fontsize="small")
+            axis.legend(loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=2,
+                        fontsize="small", frameon=False)
             lines.append(line)
             bars.append(bar)
+        if ax is None:
+            fig.tight_layout()
         self.figure_ = fig
         if self._multitask:
             self.ax_, self.line_, self.bars_ = np.asarray(axes, dtype=object), lines, bars

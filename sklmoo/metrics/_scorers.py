@@ -51,8 +51,8 @@ class CalibrationScorer:
         return f"make_calibration_scorer({self._score_func.__name__}{kw})"
 
     def __call__(self, estimator, X, y_true, sample_weight=None):
-        proba = estimator.predict_proba(X)
-        value = self._score_func(y_true, proba, labels=_classes_of(estimator),
+        labels = _classes_of(estimator)
+        value = self._score_func(y_true, estimator.predict_proba(X), labels=labels,
                                  sample_weight=sample_weight, **self._kwargs)
         return self._sign * value
 
