@@ -1,0 +1,8 @@
+"""Particle ensembles of networks, batched with torch.func (no sklearn / skorch here)."""
+
+from ._ensemble import (MultiTaskParticleNet, StackedLinear, StackedModules, flatten_particles,
+                        member_factory, unflatten_like)
+from ._trunks import LeNetTrunk, MLPTrunk
+
+__all__ = ["StackedModules", "StackedLinear", "MultiTaskParticleNet", "member_factory",
+           "flatten_particles", "unflatten_like", "MLPTrunk", "LeNetTrunk"]

@@ -1,0 +1,185 @@
+"""Particle ensembles: M networks of one architecture evaluated in one batched call."""
+
+import copy
+import math
+
+import torch
+from torch import nn
+from torch.func import functional_call, stack_module_state, vmap
+
+
+def _reinitialise(module):
+    for sub in module.modules():
+        if hasattr(sub, "reset_parameters"):
+            sub.reset_parameters()
+    return module
+
+
+def member_factory(module, **kwargs):
+    """A callable returning a freshly initialised member: ``module`` is an ``nn.Module`` class
+    (called with ``kwargs``) or an instance (deep-copied, then re-initialised)."""
+    if isinstance(module, nn.Module):
+        if kwargs:
+            raise ValueError("module__* parameters need a module class, not an instance")
+        return lambda: _reinitialise(copy.deepcopy(module))
+    if isinstance(module, type) and issubclass(module, nn.Module):
+        return lambda: module(**kwargs)
+    raise TypeError(f"module must be an nn.Module class or instance, got {module!r}")
+
+
+class StackedModules(nn.Module):
+    """M copies of one architecture with their own parameters, evaluated with ``torch.func.vmap``.
+
+    The parameters of member m are slice ``m`` of the registered stacked parameters (leading
+    dimension M), so an optimiser, ``.to(device)``, ``state_dict`` and skorch's ``save_params``
+    see ordinary tensors, and one forward/backward call covers all members.
+
+    Parameters
+    ----------
+    members : list of nn.Module
+        Same architecture, independently initialised.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from torch import nn
+    >>> from sklmoo.nn import StackedModules
+    >>> ens = StackedModules([nn.Linear(3, 2) for _ in range(4)])
+    >>> ens(torch.randn(5, 3)).shape  # (members, batch, out)
+    torch.Size([4, 5, 2])
+    """
+
+    def __init__(self, members):
+        super().__init__()
+        members = list(members)
+        if not members:
+            raise ValueError("need at least one member")
+        params, buffers = stack_module_state(members)
+        self.n_members = len(members)
+        self._param_names = list(params)
+        self._buffer_names = list(buffers)
+        for name, p in params.items():
+            self.register_parameter(self._key(name), nn.Parameter(p.detach().clone()))
+        for name, b in buffers.items():
+            self.register_buffer(self._key(name), b.detach().clone())
+        # an unregistered, storage-free copy of the architecture: functional_call supplies every
+        # tensor, so the skeleton never moves between devices and holds no memory
+        self.__dict__["_skeleton"] = copy.deepcopy(members[0]).to("meta")
+
+    @staticmethod
+    def _key(name):
+        return name.replace(".", "__")
+
+    def member_parameters(self):
+        """The stacked parameters, in the members' ``named_parameters`` order."""
+        return [getattr(self, self._key(n)) for n in self._param_names]
+
+    def forward(self, x):
+        """Evaluate every member on the same input ``x`` -> (M, batch, ...)."""
+        params = {n: getattr(self, self._key(n)) for n in self._param_names}
+        buffers = {n: getattr(self, self._key(n)) for n in self._buffer_names}
+        skeleton = self._skeleton
+
+        def one(p, b, inp):
+            return functional_call(skeleton, (p, b), (inp,))
+
+        return vmap(one, in_dims=(0, 0, None), randomness="different")(params, buffers, x)
+
+    def __getstate__(self):
+        state = self.__dict__.copy()
+        state["_skeleton"] = copy.deepcopy(self._skeleton)
+        return state
+
+
+class StackedLinear(nn.Module):
+    """M independent linear layers (one per particle) applied to per-particle inputs.
+
+    ``forward(h)`` with ``h`` of shape (M, batch, in_features) -> (M, batch, out_features).
+    Initialised like ``nn.Linear``, independently per member.
+    """
+
+    def __init__(self, n_members, in_features, out_features):
+        super().__init__()
+        self.weight = nn.Parameter(torch.empty(n_members, out_features, in_features))
+        self.bias = nn.Parameter(torch.empty(n_members, out_features))
+        bound = 1.0 / math.sqrt(in_features)
+        nn.init.uniform_(self.weight, -bound, bound)
+        nn.init.uniform_(self.bias, -bound, bound)
+
+    def member_parameters(self):
+        return [self.weight, self.bias]
+
+    def forward(self, h):
+        return torch.einsum("mbf,mcf->mbc", h, self.weight) + self.bias[:, None, :]
+
+
+class MultiTaskParticleNet(nn.Module):
+    """M particle networks with a shared-per-particle trunk and per-task heads.
+
+    Particle m maps ``x`` through its trunk :math:`\\alpha_m` to features, then through its
+    head :math:`\\beta^t_m` for every task t (the MT-SGD paper's Section 3 model).
+
+    Parameters
+    ----------
+    trunk_factory : callable
+        Returns a fresh, independently initialised trunk ``nn.Module`` mapping a batch to
+        (batch, n_features_out).
+    n_particles : int
+    n_classes : list of int
+        Classes per task.
+    input_shape : tuple, optional
+        Reshape flat inputs to (batch, *input_shape) before the trunk (images given flat).
+
+    Notes
+    -----
+    ``forward`` returns a tuple of T logit tensors of shape (batch, M, n_classes_t): batch first,
+    so skorch concatenates mini-batch outputs along the sample axis.
+    """
+
+    def __init__(self, trunk_factory, n_particles, n_classes, input_shape=None):
+        super().__init__()
+        self.input_shape = None if input_shape is None else tuple(input_shape)
+        self.trunk = StackedModules([trunk_factory() for _ in range(n_particles)])
+        probe = trunk_factory()
+        shape = self.input_shape
+        with torch.no_grad():
+            if shape is None:
+                n_out = getattr(probe, "n_features_out", None)
+                if n_out is None:
+                    raise ValueError("cannot infer the trunk's output size: give it an "
+                                     "n_features_out attribute or pass input_shape")
+            else:
+                n_out = probe(torch.zeros(1, *shape)).reshape(1, -1).shape[1]
+        self.n_features_out = int(n_out)
+        self.heads = nn.ModuleList(StackedLinear(n_particles, self.n_features_out, c)
+                                   for c in n_classes)
+
+    @property
+    def n_particles(self):
+        return self.trunk.n_members
+
+    def features(self, x):
+        if self.input_shape is not None:
+            x = x.reshape(x.shape[0], *self.input_shape)
+        h = self.trunk(x)
+        return h.reshape(h.shape[0], h.shape[1], -1)
+
+    def forward(self, x):
+        h = self.features(x)
+        return tuple(head(h).transpose(0, 1) for head in self.heads)
+
+
+def flatten_particles(params):
+    """Stacked parameters (each (M, ...)) -> one (M, d) matrix, one row per particle."""
+    m = params[0].shape[0]
+    return torch.cat([p.reshape(m, -1) for p in params], dim=1)
+
+
+def unflatten_like(flat, params):
+    """Split an (M, d) matrix back into tensors shaped like ``params``."""
+    out, start = [], 0
+    for p in params:
+        size = p[0].numel()
+        out.append(flat[:, start:start + size].reshape(p.shape))
+        start += size
+    return out
