@@ -2,7 +2,9 @@
 
 from ._ensemble import (MultiTaskParticleNet, StackedLinear, StackedModules, flatten_particles,
                         member_factory, unflatten_like)
+from ._multitask_update import METHODS, make_update_rules, multitask_particle_step
 from ._trunks import LeNetTrunk, MLPTrunk
 
 __all__ = ["StackedModules", "StackedLinear", "MultiTaskParticleNet", "member_factory",
-           "flatten_particles", "unflatten_like", "MLPTrunk", "LeNetTrunk"]
+           "flatten_particles", "unflatten_like", "MLPTrunk", "LeNetTrunk", "make_update_rules",
+           "multitask_particle_step"]

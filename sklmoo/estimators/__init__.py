@@ -1,0 +1,5 @@
+"""scikit-learn / skorch estimators."""
+
+from ._multitask import MTSGDMultiTaskClassifier
+
+__all__ = ["MTSGDMultiTaskClassifier"]

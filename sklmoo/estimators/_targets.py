@@ -1,0 +1,103 @@
+"""Validation and per-task label encoding of multi-task targets."""
+
+import numpy as np
+import pandas as pd
+
+
+def _missing_mask(values, missing_label):
+    mask = pd.isna(values)
+    if missing_label is not None and not (isinstance(missing_label, float)
+                                          and np.isnan(missing_label)):
+        mask |= np.array([v == missing_label for v in values], dtype=bool)
+    return np.asarray(mask, dtype=bool)
+
+
+def _as_2d_targets(y, n_samples):
+    names = [str(c) for c in y.columns] if isinstance(y, pd.DataFrame) else None
+    arr = y.to_numpy() if hasattr(y, "to_numpy") else np.asarray(y)
+    if arr.ndim != 2:
+        raise ValueError(
+            f"y must be 2-D (n_samples, n_tasks), one column per task; got shape {arr.shape}. "
+            "For a single task pass y.reshape(-1, 1)."
+        )
+    if arr.shape[0] != n_samples:
+        raise ValueError(f"X has {n_samples} samples but y has {arr.shape[0]}")
+    if arr.shape[1] < 1:
+        raise ValueError("y has no task column")
+    return arr, names
+
+
+def _tidy_classes(classes, had_missing):
+    # a column with NaN becomes float; give back integer labels when they are integral
+    if had_missing and classes.dtype.kind == "f" and np.all(classes == np.round(classes)):
+        return classes.astype(np.int64)
+    if classes.dtype == object:
+        try:
+            return np.asarray(classes.tolist())
+        except (TypeError, ValueError):
+            return classes
+    return classes
+
+
+def encode_targets(y, n_samples, missing_label=None):
+    """Validate a multi-task target and encode each task's labels.
+
+    Returns
+    -------
+    codes : ndarray (n_samples, n_tasks) of int64, -1 where the label is missing
+    classes : list of ndarray, the sorted labels of each task
+    task_names : list of str (DataFrame column names, else ``task_0``, ...)
+    """
+    arr, names = _as_2d_targets(y, n_samples)
+    n_tasks = arr.shape[1]
+    task_names = names or [f"task_{t}" for t in range(n_tasks)]
+    codes = np.full(arr.shape, -1, dtype=np.int64)
+    classes = []
+    for t in range(n_tasks):
+        col = arr[:, t]
+        missing = _missing_mask(col, missing_label)
+        present = col[~missing]
+        try:
+            cls = np.unique(present)
+        except TypeError:
+            raise ValueError(f"task {task_names[t]!r} mixes label types "
+                             f"({sorted({type(v).__name__ for v in present})})") from None
+        if len(cls) < 2:
+            raise ValueError(
+                f"task {task_names[t]!r} has {len(cls)} class(es) {cls.tolist()} among its "
+                "labelled samples; every task needs at least two classes"
+            )
+        codes[~missing, t] = np.searchsorted(cls, present)
+        classes.append(_tidy_classes(cls, missing.any()))
+    return codes, classes, task_names
+
+
+def encode_with_classes(y, n_samples, classes, task_names, missing_label=None):
+    """Encode ``y`` with already-fitted classes (for scoring); unseen labels raise."""
+    arr, _ = _as_2d_targets(y, n_samples)
+    if arr.shape[1] != len(classes):
+        raise ValueError(f"y has {arr.shape[1]} task columns but the estimator was fitted on "
+                         f"{len(classes)} tasks")
+    codes = np.full(arr.shape, -1, dtype=np.int64)
+    for t, cls in enumerate(classes):
+        col = arr[:, t]
+        missing = _missing_mask(col, missing_label)
+        present = col[~missing]
+        lookup = {v: i for i, v in enumerate(cls.tolist())}
+        unseen = sorted({v for v in present.tolist() if v not in lookup}, key=str)
+        if unseen:
+            raise ValueError(f"task {task_names[t]!r} has labels {unseen} not seen in fit "
+                             f"(known: {cls.tolist()})")
+        codes[~missing, t] = [lookup[v] for v in present.tolist()]
+    return codes
+
+
+def decode_predictions(codes, classes):
+    """(n, T) class indices -> original labels, one column per task."""
+    cols = [cls[codes[:, t]] for t, cls in enumerate(classes)]
+    if len({c.dtype for c in cols}) == 1:
+        return np.column_stack(cols)
+    out = np.empty(codes.shape, dtype=object)
+    for t, c in enumerate(cols):
+        out[:, t] = c
+    return out

@@ -1,0 +1,84 @@
+"""One MT-SGD-family update of a :class:`MultiTaskParticleNet` (the paper's Algorithm 2).
+
+Pure torch: scores by autograd, directions from :mod:`sklmoo.samplers`, written into ``.grad``
+as ``-phi`` so any torch optimiser takes the step.
+"""
+
+import torch
+
+from ..samplers import MGDA, MOOSVGD, MTSGD, SVGD, LinearScalarization
+from ._ensemble import flatten_particles, unflatten_like
+
+#: trunk rule / head rule per method name
+METHODS = ("mtsgd", "moo_svgd", "mgda", "linear")
+
+
+def make_update_rules(method, kernel, repulsion, head_repulsion):
+    """``(trunk_rule, head_rule)`` for a method name.
+
+    * ``'mtsgd'``: trunk by MT-SGD over the T task posteriors (Eq. 7), heads by SVGD (Eq. 9);
+    * ``'moo_svgd'``: trunk by MOO-SVGD, heads by SVGD;
+    * ``'mgda'``: trunk by per-particle MGDA, heads by plain gradient (independent particles);
+    * ``'linear'``: trunk by the mean task gradient, heads by plain gradient (an independent
+      ensemble).
+    """
+    if method == "mtsgd":
+        return MTSGD(kernel, repulsion), SVGD(kernel, head_repulsion)
+    if method == "moo_svgd":
+        return MOOSVGD(kernel, repulsion), SVGD(kernel, head_repulsion)
+    if method == "mgda":
+        return MGDA(), LinearScalarization()
+    if method == "linear":
+        return LinearScalarization(), LinearScalarization()
+    raise ValueError(f"method must be one of {METHODS}, got {method!r}")
+
+
+def _set_grads(params, phi):
+    for p, g in zip(params, unflatten_like(-phi, params)):
+        p.grad = g.detach().clone()
+
+
+def multitask_particle_step(net, task_losses, trunk_rule, head_rule):
+    """Write ``-phi`` into the ``.grad`` of every trunk and head parameter of ``net``.
+
+    Parameters
+    ----------
+    net : MultiTaskParticleNet
+    task_losses : list of T scalar tensors or None
+        Task t's loss summed over particles (each particle's own mean mini-batch loss), so one
+        backward pass gives every particle its own gradient; None for a task with no labelled
+        sample in the batch (its head is left without a gradient and it is left out of the QP).
+    trunk_rule, head_rule : direction rules (see :func:`make_update_rules`)
+
+    Returns
+    -------
+    weights : Tensor of shape (T,) or (M, T)
+        The trunk rule's task weights (zero for tasks left out).
+
+    Notes
+    -----
+    The score of task t is :math:`-\\nabla` of the mean loss, i.e. :math:`\\nabla\\log p_t / N`
+    for :math:`\\log p_t = -N\\,\\text{mean loss}`: the rules' repulsion coefficients therefore
+    act as a temperature relative to 1/N.
+    """
+    trunk_params = net.trunk.member_parameters()
+    active = [t for t, loss in enumerate(task_losses) if loss is not None]
+    if not active:
+        raise ValueError("no task has a labelled sample in this batch")
+    n_trunk = len(trunk_params)
+    trunk_scores = []
+    for i, t in enumerate(active):
+        head_params = net.heads[t].member_parameters()
+        grads = torch.autograd.grad(task_losses[t], trunk_params + head_params,
+                                    retain_graph=i < len(active) - 1)
+        trunk_scores.append(-flatten_particles(grads[:n_trunk]))
+        head_scores = -flatten_particles(grads[n_trunk:])
+        phi_head, _ = head_rule.direction(flatten_particles(head_params).detach(),
+                                          head_scores[None])
+        _set_grads(head_params, phi_head)
+    phi, info = trunk_rule.direction(flatten_particles(trunk_params).detach(),
+                                     torch.stack(trunk_scores))
+    _set_grads(trunk_params, phi)
+    weights = info.weights.new_zeros(info.weights.shape[:-1] + (len(task_losses),))
+    weights[..., active] = info.weights
+    return weights
