@@ -139,6 +139,18 @@ class MTSGDMultiTaskClassifier(ClassifierMixin, NeuralNet):
             self.input_shape_ = tuple(shape)
         return X
 
+    def _prepare(self, X, y):
+        if y is None:
+            raise ValueError(f"{type(self).__name__} requires y to be passed, but the target y "
+                             "is None")
+        self._check_params()
+        X = self._validate_X(X, reset=True)
+        codes, self.classes_, self.task_names_ = encode_targets(y, X.shape[0],
+                                                                self.missing_label)
+        self.n_tasks_ = len(self.classes_)
+        self.seed_ = int(check_random_state(self.random_state).randint(np.iinfo(np.int32).max))
+        return X, codes
+
     def fit(self, X, y, **fit_params):
         """Fit the particles on ``X`` and the multi-task target ``y`` (n_samples, n_tasks).
 
@@ -151,13 +163,34 @@ class MTSGDMultiTaskClassifier(ClassifierMixin, NeuralNet):
         self
         """
         self.fitted_ = False
-        self._check_params()
-        X = self._validate_X(X, reset=True)
-        codes, self.classes_, self.task_names_ = encode_targets(y, X.shape[0],
-                                                                self.missing_label)
-        self.n_tasks_ = len(self.classes_)
-        self.seed_ = int(check_random_state(self.random_state).randint(np.iinfo(np.int32).max))
-        super().fit(X, codes, **fit_params)
+        X, codes = self._prepare(X, y)
+        # skorch's fit, minus its call to (our, data-validating) partial_fit
+        if not self.warm_start or not self.initialized_:
+            self.initialize()
+        NeuralNet.partial_fit(self, X, codes, **fit_params)
+        self.fitted_ = True
+        return self
+
+    def partial_fit(self, X, y, classes=None, **fit_params):
+        """Train ``max_epochs`` more epochs on ``(X, y)``, keeping the particles.
+
+        The first call sizes the network from its labels (every class must appear in it);
+        later calls must use labels seen then. ``classes`` is accepted for scikit-learn
+        compatibility and ignored.
+
+        Returns
+        -------
+        self
+        """
+        if getattr(self, "fitted_", False):
+            X = self._validate_X(X, reset=False)
+            codes = encode_with_classes(y, X.shape[0], self.classes_, self.task_names_,
+                                        self.missing_label)
+        else:
+            X, codes = self._prepare(X, y)
+            self.initialize()
+        self.fitted_ = False
+        NeuralNet.partial_fit(self, X, codes, **fit_params)
         self.fitted_ = True
         return self
 

@@ -62,6 +62,9 @@ def encode_targets(y, n_samples, missing_label=None):
         except TypeError:
             raise ValueError(f"task {task_names[t]!r} mixes label types "
                              f"({sorted({type(v).__name__ for v in present})})") from None
+        if cls.dtype.kind == "f" and not np.all(cls == np.round(cls)):
+            raise ValueError(f"Unknown label type: continuous target in task {task_names[t]!r}; "
+                             "a classifier needs discrete labels")
         if len(cls) < 2:
             raise ValueError(
                 f"task {task_names[t]!r} has {len(cls)} class(es) {cls.tolist()} among its "

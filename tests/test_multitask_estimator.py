@@ -1,0 +1,219 @@
+"""MTSGDMultiTaskClassifier as a scikit-learn / skorch estimator, and its fitting."""
+
+import pickle
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+from sklearn.base import clone
+from sklearn.exceptions import NotFittedError
+from sklearn.model_selection import GridSearchCV, cross_val_score
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import StandardScaler
+from sklearn.utils.estimator_checks import parametrize_with_checks
+
+from sklmoo import MTSGDMultiTaskClassifier
+from sklmoo.datasets import make_multi_digits
+from sklmoo.metrics import ece_scorer, expected_calibration_error
+from sklmoo.nn import flatten_particles
+from sklmoo.samplers import SVGD
+
+# Every entry follows from the estimator being multi-output only (y must be (n, n_tasks), as for
+# sklearn.multioutput.MultiOutputClassifier) or from skorch's NeuralNet design.
+EXPECTED_FAILED_CHECKS = {
+    # skorch's NeuralNet.__init__ sets history_, initialized_, virtual_params_ and stores
+    # module__* keyword arguments as attributes (that is how skorch routes them)
+    "check_no_attributes_set_in_init": "skorch NeuralNet sets bookkeeping attributes in __init__",
+    # these checks pass 1-D y, which a multi-output-only estimator rejects
+    "check_classifiers_one_label": "1-D y is rejected (multi-output only)",
+    "check_classifiers_one_label_sample_weights": "1-D y is rejected (multi-output only)",
+    "check_classifiers_classes": "1-D y is rejected (multi-output only)",
+    "check_classifiers_regression_target": "1-D y is rejected before the label type is checked",
+    # predict returns (n, n_tasks) and predict_proba a list of per-task arrays
+    "check_classifiers_train": "predict returns (n, n_tasks), not (n,)",
+    "check_methods_sample_order_invariance": "predict_proba returns a list of per-task arrays",
+    # skorch's set_params validates callbacks / modules eagerly and fails on the check's
+    # placeholder values
+    "check_set_params": "skorch.NeuralNet.set_params rejects non-callback values for callbacks",
+}
+
+
+def _small(**kw):
+    params = dict(n_particles=2, max_epochs=2, batch_size=32, random_state=0,
+                  module__hidden_units=(8,))
+    params.update(kw)
+    return MTSGDMultiTaskClassifier(**params)
+
+
+@parametrize_with_checks([_small()], expected_failed_checks=lambda est: EXPECTED_FAILED_CHECKS)
+def test_sklearn_compatible(estimator, check):
+    check(estimator)
+
+
+@pytest.fixture(scope="module")
+def digits():
+    X, y = make_multi_digits(1200, random_state=0, return_X_y=True)
+    Xt, yt = make_multi_digits(400, subset="test", random_state=1, return_X_y=True)
+    return X, y, Xt, yt
+
+
+@pytest.fixture(scope="module")
+def fitted(digits):
+    X, y, _, _ = digits
+    return MTSGDMultiTaskClassifier(n_particles=3, max_epochs=8, input_shape=(1, 12, 12),
+                                    random_state=0).fit(X, y)
+
+
+def test_beats_chance_by_a_wide_margin(digits, fitted):
+    _, _, Xt, yt = digits
+    acc = fitted.score(Xt, yt)  # chance is 0.1 per task
+    assert acc > 0.6, acc
+    probas = fitted.predict_proba(Xt)
+    assert [p.shape for p in probas] == [(400, 10), (400, 10)]
+    for p in probas:
+        np.testing.assert_allclose(p.sum(1), 1, rtol=1e-5)
+    members = fitted.predict_proba_members(Xt)
+    assert members[0].shape == (3, 400, 10)
+    np.testing.assert_allclose(members[1].mean(0), probas[1], rtol=1e-5, atol=1e-6)
+    unc = fitted.predict_uncertainty(Xt)
+    np.testing.assert_allclose(unc["total"], unc["aleatoric"] + unc["epistemic"], atol=1e-9)
+    assert unc["total"].shape == (400, 2) and (unc["epistemic"] >= 0).all()
+
+
+def test_qp_weights_on_simplex_every_step(fitted):
+    weights = np.array([b["task_weights"] for epoch in fitted.history
+                        for b in epoch["batches"]])
+    assert weights.shape == (8 * 19, 2)  # 1200 samples, batches of 64
+    assert (weights >= 0).all()
+    np.testing.assert_allclose(weights.sum(1), 1, atol=1e-6)
+
+
+def test_same_seed_same_predictions_and_pickle_round_trip(digits):
+    X, y, Xt, _ = digits
+    a = _small(max_epochs=1).fit(X[:300], y[:300])
+    b = _small(max_epochs=1).fit(X[:300], y[:300])
+    for pa, pb in zip(a.predict_proba(Xt), b.predict_proba(Xt)):
+        np.testing.assert_array_equal(pa, pb)
+    c = pickle.loads(pickle.dumps(a))
+    for pa, pc in zip(a.predict_proba(Xt), c.predict_proba(Xt)):
+        np.testing.assert_array_equal(pa, pc)
+    d = _small(max_epochs=1, random_state=1).fit(X[:300], y[:300])
+    assert not np.allclose(a.predict_proba(Xt)[0], d.predict_proba(Xt)[0])
+
+
+def test_clone_params_pipeline_and_model_selection(digits):
+    X, y, Xt, yt = digits
+    est = _small(method="moo_svgd", module__hidden_units=(16,))
+    params = est.get_params()
+    assert params["method"] == "moo_svgd" and params["module__hidden_units"] == (16,)
+    cl = clone(est)
+    assert cl.get_params()["module__hidden_units"] == (16,) and not hasattr(cl, "classes_")
+    pipe = make_pipeline(StandardScaler(), est).fit(X[:300], y[:300])
+    assert pipe.predict(Xt[:5]).shape == (5, 2)
+    assert 0 <= pipe.score(Xt, yt) <= 1
+    scores = cross_val_score(_small(), X[:300], y[:300], scoring=ece_scorer, cv=2)
+    assert np.isfinite(scores).all() and (scores <= 0).all()
+    grid = GridSearchCV(_small(max_epochs=1), {"n_particles": [1, 2],
+                                               "method": ["mtsgd", "linear"]},
+                        cv=2, scoring=ece_scorer).fit(X[:300], y[:300])
+    assert np.isfinite(grid.cv_results_["mean_test_score"]).all()
+    est2 = _small().fit(X[:300], y[:300])
+    est2.set_params(module__hidden_units=(4,))  # skorch re-initialises the module
+    assert est2.module_.heads[0].weight.shape[-1] == 4
+
+
+def test_string_labels_dataframe_missing_labels():
+    X, y = make_multi_digits(300, random_state=2, return_X_y=True)
+    frame = pd.DataFrame({"left": np.array(list("abcdefghij"))[y[:, 0]],
+                          "right_big": np.where(y[:, 1] > 4, "big", "small").astype(object)})
+    frame.loc[::7, "right_big"] = None  # unlabelled
+    clf = _small().fit(X, frame)
+    assert clf.task_names_ == ["left", "right_big"]
+    assert clf.classes_[1].tolist() == ["big", "small"]
+    pred = clf.predict(X[:10])
+    assert pred.shape == (10, 2) and set(pred[:, 1]) <= {"big", "small"}
+    assert [p.shape[1] for p in clf.predict_proba(X[:3])] == [10, 2]
+    assert 0 <= clf.score(X, frame) <= 1
+    # missing_label marks a sentinel value as unlabelled
+    y2 = y.copy()
+    y2[::5, 0] = -1
+    clf2 = _small(missing_label=-1).fit(X, y2)
+    assert clf2.classes_[0].tolist() == list(range(10))
+
+
+def test_single_particle_mtsgd_equals_mgda(digits):
+    X, y, Xt, _ = digits
+    mt = _small(n_particles=1, method="mtsgd", max_epochs=2).fit(X[:400], y[:400])
+    mg = _small(n_particles=1, method="mgda", max_epochs=2).fit(X[:400], y[:400])
+    for a, b in zip(mt.predict_proba(Xt), mg.predict_proba(Xt)):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
+
+
+def test_single_task_trunk_update_is_svgd(digits):
+    X, y, _, _ = digits
+    X, y1 = X[:64], y[:64, :1]
+    est = _small(n_particles=4, optimizer=torch.optim.SGD, lr=0.5, batch_size=64,
+                 max_epochs=1, iterator_train__shuffle=False, head_repulsion=0.0, repulsion=0.3)
+    est.fit(X, y1)  # one full-batch step from the initial particles
+    # rebuild the initial particles exactly as fit does, then take the SVGD step by hand
+    ref = clone(est)
+    ref._prepare(X, y1)
+    ref.initialize()
+    net = ref.module_
+    params = net.trunk.member_parameters()
+    logits = net(torch.as_tensor(X))[0]                          # (B, M, C)
+    target = torch.as_tensor(ref.classes_[0].searchsorted(y1[:, 0]))
+    loss = torch.nn.functional.cross_entropy(logits.transpose(1, 2),
+                                             target[:, None].expand(-1, 4), reduction="none")
+    grads = torch.autograd.grad(loss.mean(0).sum(), params)
+    theta = flatten_particles(params).detach()
+    phi, _ = SVGD(repulsion=0.3).direction(theta, -flatten_particles(grads)[None])
+    after = flatten_particles(est.module_.trunk.member_parameters()).detach()
+    torch.testing.assert_close(after, theta + 0.5 * phi, rtol=1e-4, atol=1e-6)
+
+
+@pytest.mark.parametrize("X_bad,y_bad,match", [
+    ("short_y", None, "samples"),
+    ("nan_X", None, "NaN"),
+    ("inf_X", None, "infinity"),
+    (None, "one_dim", "2-D"),
+    (None, "one_class", "at least two classes"),
+])
+def test_bad_input_raises(X_bad, y_bad, match):
+    X, y = make_multi_digits(60, random_state=0, return_X_y=True)
+    if X_bad == "nan_X":
+        X = X.copy()
+        X[0, 0] = np.nan
+    if X_bad == "inf_X":
+        X = X.copy()
+        X[0, 0] = np.inf
+    if X_bad == "short_y":
+        y = y[:-1]
+    if y_bad == "one_dim":
+        y = y[:, 0]
+    if y_bad == "one_class":
+        y = y.copy()
+        y[:, 1] = 3
+    with pytest.raises(ValueError, match=match):
+        _small().fit(X, y)
+
+
+def test_unseen_labels_at_score_and_unfitted_use(digits):
+    X, y, _, _ = digits
+    clf = _small(max_epochs=1).fit(X[:200], y[:200] % 5)  # labels 0-4 only
+    with pytest.raises(ValueError, match="not seen in fit"):
+        clf.score(X[:50], y[:50])
+    with pytest.raises(ValueError, match="3 task columns but the estimator was fitted on 2"):
+        clf.score(X[:50], np.column_stack([y[:50] % 5, y[:50, :1] % 5]))
+    with pytest.raises(NotFittedError):
+        _small().predict(X[:5])
+
+
+def test_non_finite_loss_stops_with_epoch_and_is_not_fitted(digits):
+    X, y, _, _ = digits
+    clf = _small(lr=1e30, optimizer=torch.optim.SGD, max_epochs=5)
+    with pytest.raises(FloatingPointError, match="epoch"):
+        clf.fit(X[:200] * 1e6, y[:200])
+    with pytest.raises(NotFittedError):
+        clf.predict(X[:5])
