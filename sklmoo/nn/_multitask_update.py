@@ -38,6 +38,26 @@ def _set_grads(params, phi):
         p.grad = g.detach().clone()
 
 
+def _is_plain_average(rule):
+    return isinstance(rule, LinearScalarization) and rule.weights is None
+
+
+def _independent_ensemble_step(net, task_losses, active):
+    # Linear scalarisation needs no per-task trunk scores: one backward pass of the summed task
+    # losses gives every head its own gradient and the trunk the sum, averaged here.
+    total = torch.stack([task_losses[t] for t in active]).sum()
+    params = net.trunk.member_parameters()
+    heads = [p for t in active for p in net.heads[t].member_parameters()]
+    grads = torch.autograd.grad(total, params + heads)
+    for p, g in zip(params, grads[:len(params)]):
+        p.grad = g / len(active)
+    for p, g in zip(heads, grads[len(params):]):
+        p.grad = g
+    weights = torch.zeros(len(task_losses), dtype=grads[0].dtype, device=grads[0].device)
+    weights[active] = 1.0 / len(active)
+    return weights
+
+
 def multitask_particle_step(net, task_losses, trunk_rule, head_rule):
     """Write ``-phi`` into the ``.grad`` of every trunk and head parameter of ``net``.
 
@@ -65,6 +85,8 @@ def multitask_particle_step(net, task_losses, trunk_rule, head_rule):
     active = [t for t, loss in enumerate(task_losses) if loss is not None]
     if not active:
         raise ValueError("no task has a labelled sample in this batch")
+    if _is_plain_average(trunk_rule) and _is_plain_average(head_rule):
+        return _independent_ensemble_step(net, task_losses, active)
     n_trunk = len(trunk_params)
     trunk_scores = []
     for i, t in enumerate(active):
