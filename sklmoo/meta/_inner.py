@@ -1,0 +1,79 @@
+"""Inner loop of L2E meta-training: P chains of one task, batched, and the meta-losses."""
+
+import math
+
+import torch
+from torch.func import functional_call, vmap
+
+from ..samplers import L2E, SGHMC
+
+
+def _stacked_init(model, n_chains):
+    # all chains start from the same parameters: antithetic pairs then differ only by the
+    # meta-parameter perturbation
+    return {k: v.detach().unsqueeze(0).repeat(n_chains, *[1] * v.dim())
+            for k, v in model.named_parameters()}
+
+
+def run_chains(task, sampler, n_chains, n_steps, *, batch_size=128, n_samples=10, thin=None,
+               generator=None):
+    """Run ``n_chains`` chains of ``sampler`` (built with ``batch_dims=1``) on ``task``.
+
+    Returns
+    -------
+    log_probs : Tensor (n_chains, n_samples, n_val)
+        Log-probability of each validation label under each collected sample (thinned from the
+        end of the run); NaN/inf when a chain diverged.
+    """
+    model = task.make_model()
+    params = _stacked_init(model, n_chains)
+    state = sampler.init(params)
+    n = len(task.y_train)
+    thin = thin or max(1, n_steps // (4 * n_samples))
+    collect = {n_steps - 1 - i * thin for i in range(n_samples)}
+
+    def logits_of(p, x):
+        return vmap(lambda q: functional_call(model, q, (x,)))(p)
+
+    collected = []
+    for step in range(n_steps):
+        idx = torch.randint(0, n, (min(batch_size, n),), generator=generator)
+        x, y = task.X_train[idx], task.y_train[idx]
+        p = {k: v.requires_grad_(True) for k, v in state.params.items()}
+        logits = logits_of(p, x)                                       # (P, B, C)
+        loss = torch.nn.functional.cross_entropy(logits.transpose(1, 2),
+                                                 y[None].expand(n_chains, -1))
+        grads = torch.autograd.grad(loss * n_chains, list(p.values()))
+        state.params = {k: v.detach() for k, v in p.items()}
+        state = sampler.update(state, dict(zip(p, grads)), generator=generator)
+        if step in collect:
+            with torch.no_grad():
+                lp = torch.log_softmax(logits_of(state.params, task.X_val), dim=-1)
+                collected.append(lp.gather(-1, task.y_val[None, :, None].expand(
+                    n_chains, -1, 1))[..., 0])
+    return torch.stack(collected, dim=1)
+
+
+def bma_meta_loss(log_probs):
+    """Eq. 7: NLL of the Bayesian model average, ``-mean_i log mean_k p_k(y_i|x_i)``, per chain
+    (``log_probs`` (P, K, n)) -> (P,); inf for a diverged chain."""
+    k = log_probs.shape[1]
+    loss = -(torch.logsumexp(log_probs, dim=1) - math.log(k)).mean(dim=1)
+    return torch.where(torch.isfinite(loss), loss, torch.full_like(loss, float("inf")))
+
+
+def ce_meta_loss(log_probs):
+    """Mean cross-entropy of the individual samples (the paper's CE meta-loss ablation)."""
+    loss = -log_probs.mean(dim=(1, 2))
+    return torch.where(torch.isfinite(loss), loss, torch.full_like(loss, float("inf")))
+
+
+def make_l2e(weights, task, step_size=1.0, temperature=1.0, friction=0.1):
+    """An L2E sampler with per-chain meta-parameters ``weights`` (leading chain dim)."""
+    return L2E(weights, step_size=step_size, n_data=len(task.y_train), friction=friction,
+               temperature=temperature, batch_dims=1)
+
+
+def make_sghmc(task, step_size=1.0, temperature=1.0, friction=0.1):
+    return SGHMC(step_size=step_size, n_data=len(task.y_train), friction=friction,
+                 temperature=temperature)

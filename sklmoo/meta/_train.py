@@ -1,0 +1,184 @@
+"""Meta-training of the L2E meta-sampler with antithetic ES (the paper's Algorithm 1)."""
+
+import json
+import pathlib
+import time
+
+import numpy as np
+import torch
+
+from .. import __version__
+from ..samplers import MetaSampler
+from ..samplers._l2e import GRADIENT_DECAYS
+from ._es import antithetic_es_gradient
+from ._inner import bma_meta_loss, ce_meta_loss, make_l2e, run_chains
+from ._tasks import TaskDistribution
+
+PRETRAINED = pathlib.Path(__file__).parent / "pretrained" / "l2e_default.npz"
+
+
+def load_default_meta_sampler():
+    """The meta-sampler sklmoo trained and ships (see its card: ``.card``)."""
+    if not PRETRAINED.exists():
+        raise FileNotFoundError(f"no shipped meta-sampler at {PRETRAINED}")
+    return MetaSampler.load(PRETRAINED)
+
+
+def warm_start(meta, kappa_momentum=5.0, kappa_gradient=20.0, n_iter=400, seed=0):
+    """Fit the MLP by regression to a hand-designed sampler before ES: ``alpha = 0`` and
+    ``beta = kappa_momentum * r_hat - kappa_gradient * m_hat(0.9)`` on standard-normal features
+    (normalised momentum plus a normalised gradient average), so that the first inner loops
+    already move the parameters; ES then reshapes it."""
+    gen = torch.Generator().manual_seed(seed)
+    opt = torch.optim.Adam(meta.parameters(), lr=3e-3)
+    i_m09 = 3 + GRADIENT_DECAYS.index(0.9)
+    for _ in range(n_iter):
+        x = torch.randn(4096, 9, generator=gen)
+        target = torch.stack([torch.zeros(len(x)),
+                              kappa_momentum * x[:, 2] - kappa_gradient * x[:, i_m09]], dim=1)
+        loss = ((meta(x) - target) ** 2).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    return meta
+
+
+class MetaTrainer:
+    """State and loop of L2E meta-training; checkpointable and resumable.
+
+    Parameters
+    ----------
+    tasks : TaskDistribution
+    inner_steps : int, default=600
+    n_pairs : int, default=4
+        Antithetic pairs per outer step (2 x n_pairs chains run batched).
+    sigma : float, default=0.01
+    lr : float, default=0.01
+    clip : float, default=1.0
+        Gradient-norm clip of the ES estimate.
+    meta_loss : {'bma', 'ce'}, default='bma'
+    step_size, temperature : float
+        Inner-loop sampler settings.
+    seed : int, default=0
+    """
+
+    def __init__(self, tasks=None, *, inner_steps=600, n_pairs=4, sigma=0.01, lr=0.01, clip=1.0,
+                 meta_loss="bma", step_size=1.0, temperature=1.0, batch_size=128, n_samples=10,
+                 seed=0, warm=True):
+        self.tasks = tasks or TaskDistribution()
+        self.config = dict(inner_steps=inner_steps, n_pairs=n_pairs, sigma=sigma, lr=lr,
+                           clip=clip, meta_loss=meta_loss, step_size=step_size,
+                           temperature=temperature, batch_size=batch_size, n_samples=n_samples,
+                           seed=seed, warm_start=warm)
+        if meta_loss not in ("bma", "ce"):
+            raise ValueError(f"meta_loss must be 'bma' or 'ce', got {meta_loss!r}")
+        torch.manual_seed(seed)
+        self.meta = MetaSampler()
+        if warm:
+            warm_start(self.meta, seed=seed)
+        self.phi = self.meta.flat_parameters().detach().clone().requires_grad_(True)
+        self.optimizer = torch.optim.Adam([self.phi], lr=lr)
+        self.step = 0
+        self.curve = []          # (step, mean meta-loss of the perturbed pairs, task name)
+        self.rng = np.random.default_rng(seed)
+        self.generator = torch.Generator().manual_seed(seed)
+
+    def _losses(self, task, batch_phi):
+        cfg = self.config
+        weights = self.meta.unflatten(batch_phi)
+        sampler = make_l2e(weights, task, cfg["step_size"], cfg["temperature"])
+        logp = run_chains(task, sampler, len(batch_phi), cfg["inner_steps"],
+                          batch_size=cfg["batch_size"], n_samples=cfg["n_samples"],
+                          generator=self.generator)
+        return (bma_meta_loss if cfg["meta_loss"] == "bma" else ce_meta_loss)(logp)
+
+    def outer_step(self):
+        """Sample a task, estimate the meta-gradient by ES and take one Adam step."""
+        task = self.tasks.sample(self.rng)
+        grad, losses = antithetic_es_gradient(
+            lambda b: self._losses(task, b), self.phi.detach(), sigma=self.config["sigma"],
+            n_pairs=self.config["n_pairs"], generator=self.generator)
+        norm = float(grad.norm())
+        if norm > self.config["clip"]:
+            grad = grad * (self.config["clip"] / norm)
+        self.optimizer.zero_grad()
+        self.phi.grad = grad
+        self.optimizer.step()
+        self.step += 1
+        finite = losses[torch.isfinite(losses)]
+        self.curve.append((self.step, float(finite.mean()), task.name))
+        return self.curve[-1]
+
+    def meta_sampler(self):
+        """The current meta-parameters as a :class:`MetaSampler` with its card."""
+        meta = MetaSampler(card=self.card())
+        return meta.load_weights({k: v.detach() for k, v in
+                                  self.meta.unflatten(self.phi.detach()).items()})
+
+    def card(self):
+        return {"sklmoo_version": __version__, "config": self.config,
+                "task_distribution": self.tasks.describe(), "outer_steps": self.step,
+                "meta_loss_curve": [[s, round(v, 5)] for s, v, _ in self.curve],
+                "seed": self.config["seed"], "torch_version": torch.__version__}
+
+    def state_dict(self):
+        return {"phi": self.phi.detach().clone(), "optimizer": self.optimizer.state_dict(),
+                "step": self.step, "curve": self.curve, "config": self.config,
+                "rng": self.rng.bit_generator.state, "generator": self.generator.get_state()}
+
+    def load_state_dict(self, state):
+        with torch.no_grad():
+            self.phi.copy_(state["phi"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.step, self.curve = state["step"], list(state["curve"])
+        self.rng.bit_generator.state = state["rng"]
+        self.generator.set_state(state["generator"])
+
+
+def main(argv=None):
+    import argparse
+
+    from tqdm import tqdm
+
+    parser = argparse.ArgumentParser(
+        prog="python -m sklmoo.meta.train",
+        description="Meta-train an L2E meta-sampler with antithetic ES on CPU-sized tasks.")
+    parser.add_argument("--out", required=True, help="output directory")
+    parser.add_argument("--outer-steps", type=int, default=1000)
+    parser.add_argument("--inner-steps", type=int, default=600)
+    parser.add_argument("--n-pairs", type=int, default=4)
+    parser.add_argument("--sigma", type=float, default=0.01)
+    parser.add_argument("--lr", type=float, default=0.01)
+    parser.add_argument("--meta-loss", choices=["bma", "ce"], default="bma")
+    parser.add_argument("--step-size", type=float, default=1.0)
+    parser.add_argument("--temperature", type=float, default=1.0)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--checkpoint-every", type=int, default=25)
+    parser.add_argument("--resume", action="store_true", help="continue from OUT/checkpoint.pt")
+    parser.add_argument("--threads", type=int, default=1)
+    args = parser.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    out = pathlib.Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    trainer = MetaTrainer(inner_steps=args.inner_steps, n_pairs=args.n_pairs, sigma=args.sigma,
+                          lr=args.lr, meta_loss=args.meta_loss, step_size=args.step_size,
+                          temperature=args.temperature, seed=args.seed)
+    ckpt = out / "checkpoint.pt"
+    if args.resume and ckpt.exists():
+        trainer.load_state_dict(torch.load(ckpt, weights_only=False))
+    start = time.time()
+    bar = tqdm(total=args.outer_steps, initial=trainer.step, desc="meta-training")
+    while trainer.step < args.outer_steps:
+        step, loss, name = trainer.outer_step()
+        bar.update(1)
+        bar.set_postfix(meta_loss=f"{loss:.3f}", task=name[:24])
+        if step % args.checkpoint_every == 0 or step == args.outer_steps:
+            torch.save(trainer.state_dict(), ckpt)
+            meta = trainer.meta_sampler()
+            meta.card["command"] = "python -m sklmoo.meta.train " + " ".join(
+                argv if argv is not None else __import__("sys").argv[1:])
+            meta.card["wall_seconds_this_run"] = round(time.time() - start, 1)
+            meta.save(out / "l2e_meta")
+            (out / "curve.json").write_text(json.dumps(trainer.curve))
+    bar.close()
+    return trainer
