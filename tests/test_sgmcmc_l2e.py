@@ -1,0 +1,207 @@
+"""SG-MCMC baselines, the L2E transition, ES and meta-training."""
+
+import pathlib
+
+import numpy as np
+import pytest
+import torch
+
+from sklmoo.meta import (MetaTrainer, Task, TaskDistribution, antithetic_es_gradient,
+                         bma_meta_loss, ce_meta_loss, load_default_meta_sampler, run_chains)
+from sklmoo.meta._inner import make_l2e
+from sklmoo.meta._tasks import HELD_OUT, TaskMLP
+from sklmoo.samplers import L2E, SGHMC, CyclicalSGHMC, MetaSampler, l2e_features
+
+OFFICIAL = pathlib.Path(__file__).resolve().parents[2] / "shared" / "anchors" / \
+    "l2e_official_meta_params.npz"
+
+
+def test_sghmc_recovers_correlated_gaussian():
+    mean = torch.tensor([1.0, -2.0], dtype=torch.float64)
+    cov = torch.tensor([[1.0, 0.8], [0.8, 2.0]], dtype=torch.float64)
+    prec = torch.linalg.inv(cov)
+    sampler = SGHMC(step_size=0.01, n_data=1, friction=1.0)
+    chains = 400
+    state = sampler.init(torch.zeros(chains, 2, dtype=torch.float64))
+    gen = torch.Generator().manual_seed(0)
+    samples = []
+    for step in range(6000):
+        grad = (state.params - mean) @ prec  # gradient of U = (x-mu)' P (x-mu) / 2
+        state = sampler.update(state, grad, generator=gen)
+        if step >= 2000 and step % 20 == 0:
+            samples.append(state.params)
+    s = torch.cat(samples)
+    # tolerance: Monte-Carlo error of ~40k draws plus O(eps) discretisation bias (eps = 0.1)
+    torch.testing.assert_close(s.mean(0), mean, atol=0.06, rtol=0)
+    torch.testing.assert_close(torch.cov(s.T), cov, atol=0.15, rtol=0.08)
+
+
+def test_cyclical_schedule_and_exploration():
+    s = CyclicalSGHMC(step_size=2.0, n_data=1, n_steps=100, n_cycles=4, exploration_fraction=0.8)
+    eps2 = [s.epsilon(k) ** 2 for k in range(100)]
+    assert eps2[0] == pytest.approx(2.0) and eps2[25] == pytest.approx(2.0)  # restarts
+    assert eps2[12] == pytest.approx(np.cos(np.pi * 12 / 25) + 1) and min(eps2[:25]) > 0
+    assert s.temperature_at(5) == 0.0 and s.temperature_at(22) == 1.0
+    assert not s.is_sampling(10) and s.is_sampling(24)
+
+
+def _numpy_l2e_step(meta_arrays, theta, r, means, g, eps, n, a):
+    """The published equations in numpy (anchors/README.md), temperature 0."""
+    decays = np.array([0.1, 0.5, 0.9, 0.99, 0.999, 0.9999])
+    means = decays[:, None] * means + (1 - decays[:, None]) * g
+
+    def mlp(r_):
+        x = np.stack([g, theta, r_, *means], axis=-1)
+        x = x / np.sqrt(1e-5 + (x ** 2).mean(axis=0, keepdims=True))
+        h = np.maximum(x @ meta_arrays["linear_0_w"] + meta_arrays["linear_0_b"], 0)
+        h = np.maximum(h @ meta_arrays["linear_1_w"] + meta_arrays["linear_1_b"], 0)
+        o = h @ meta_arrays["linear_2_w"] + meta_arrays["linear_2_b"]
+        return 1e-3 * o[:, 0], 1e-3 * o[:, 1]
+
+    alpha, beta = mlp(r)
+    r_new = r - eps * (n * g + alpha + a * beta)
+    _, beta_new = mlp(r_new)
+    return theta + eps * beta_new, r_new, means
+
+
+@pytest.mark.skipif(not OFFICIAL.exists(), reason="shared/anchors not beside the repository")
+def test_official_parameters_match_published_equations():
+    meta = MetaSampler.load(OFFICIAL)
+    with np.load(OFFICIAL) as f:
+        arrays = {k: f[k].astype(np.float64) for k in f.files}
+    rng = np.random.default_rng(0)
+    theta, r, g = rng.normal(size=50), rng.normal(size=50) * 0.1, rng.normal(size=50)
+    means = rng.normal(size=(6, 50)) * 0.05
+    n, step = 1000, 0.5
+    sampler = L2E(meta.double(), step_size=step, n_data=n, temperature=0.0)
+    t = torch.as_tensor
+    state = sampler.init(t(theta))
+    state.momentum, state.grad_means = t(r), t(means)
+    out = sampler.update(state, t(g))
+    ref_theta, ref_r, ref_m = _numpy_l2e_step(arrays, theta, r, means, g, np.sqrt(step / n), n,
+                                              0.1)
+    np.testing.assert_allclose(out.params.numpy(), ref_theta, rtol=1e-5, atol=1e-9)
+    np.testing.assert_allclose(out.momentum.numpy(), ref_r, rtol=1e-5, atol=1e-9)
+    np.testing.assert_allclose(out.grad_means.numpy(), ref_m, rtol=1e-12)
+    # the features themselves: per-tensor second-moment normalisation
+    f = l2e_features(t(g), t(theta), t(r), list(t(means)))
+    np.testing.assert_allclose((f ** 2).mean(0).numpy(), 1 / (1 + 1e-5 / (f.new_tensor(
+        np.stack([g, theta, r, *means], -1)) ** 2).mean(0).numpy()), rtol=1e-6)
+
+
+def test_shipped_meta_sampler_runs_on_parameter_dicts():
+    meta = load_default_meta_sampler()
+    card = meta.card
+    assert card["outer_steps"] > 0 and card["meta_loss_curve"] and "command" in card
+    assert set(card["task_distribution"]["held_out_never_used"]) == set(HELD_OUT)
+    sampler = L2E(meta, step_size=1.0, n_data=500)
+    params = {"conv": torch.randn(4, 1, 3, 3), "w": torch.randn(10, 7), "b": torch.zeros(7),
+              "scalar": torch.tensor(0.5)}
+    state = sampler.init(params)
+    gen = torch.Generator().manual_seed(0)
+    for _ in range(3):
+        state = sampler.update(state, {k: torch.randn_like(v) for k, v in params.items()},
+                               generator=gen)
+    for k, v in params.items():
+        assert state.params[k].shape == v.shape and torch.isfinite(state.params[k]).all()
+    assert state.grad_means["w"].shape == (6, 10, 7)
+    # a bare tensor works too
+    single = sampler.update(sampler.init(torch.zeros(3)), torch.ones(3))
+    assert single.params.shape == (3,)
+
+
+def test_save_load_round_trip(tmp_path):
+    meta = MetaSampler(card={"seed": 3})
+    path = meta.save(tmp_path / "m")
+    loaded = MetaSampler.load(path)
+    x = torch.randn(20, 9)
+    torch.testing.assert_close(loaded(x), meta(x))
+    assert loaded.card == {"seed": 3}
+    np.savez(tmp_path / "bad.npz", linear_0_w=np.zeros((9, 4)))
+    with pytest.raises(ValueError, match="lacks"):
+        MetaSampler.load(tmp_path / "bad.npz")
+
+
+def test_es_estimator_is_unbiased_on_a_quadratic():
+    a = torch.tensor([1.0, 3.0, 0.5], dtype=torch.float64)
+    phi = torch.tensor([0.5, -1.0, 2.0], dtype=torch.float64)
+    true = 2 * a * phi
+
+    def loss(batch):
+        return (a * batch ** 2).sum(1)
+
+    gen = torch.Generator().manual_seed(0)
+    draws = torch.stack([antithetic_es_gradient(loss, phi, sigma=0.05, n_pairs=1,
+                                                generator=gen)[0] for _ in range(4000)])
+    se = draws.std(0) / np.sqrt(len(draws))
+    assert ((draws.mean(0) - true).abs() < 4 * se).all()
+    # a non-finite pair is dropped, all non-finite raises
+    g, losses = antithetic_es_gradient(lambda b: torch.where(b[:, 0] > 0.6, torch.inf,
+                                                             loss(b)), phi, n_pairs=50,
+                                       sigma=0.5, generator=gen)
+    assert torch.isfinite(g).all() and not torch.isfinite(losses).all()
+    with pytest.raises(FloatingPointError):
+        antithetic_es_gradient(lambda b: torch.full((len(b),), float("nan")), phi)
+
+
+def test_meta_losses():
+    logp = torch.log(torch.tensor([[[0.9, 0.5]], [[0.1, 0.5]]])).transpose(1, 2)  # (P=2,K=2,n=1)
+    torch.testing.assert_close(bma_meta_loss(logp[:1]), -torch.log(torch.tensor([0.7])))
+    torch.testing.assert_close(ce_meta_loss(logp[:1]),
+                               -torch.log(torch.tensor([0.9, 0.5])).mean()[None])
+    assert torch.isinf(bma_meta_loss(torch.full((1, 2, 3), float("nan")))).all()
+
+
+class _OneTask(TaskDistribution):
+    def __init__(self):
+        super().__init__()
+        g = torch.Generator().manual_seed(0)
+        X = torch.randn(300, 4, generator=g)
+        y = (X[:, 0] + 0.5 * X[:, 1] > 0).long()
+        self.task = Task("toy", X[:200], y[:200], X[200:], y[200:], 2,
+                         lambda: TaskMLP(4, 2, width=8, depth=1))
+
+    def sample(self, rng):
+        return self.task
+
+
+def test_short_meta_training_lowers_meta_loss():
+    tasks = _OneTask()
+
+    def evaluate(meta):
+        torch.manual_seed(1)
+        w = {k: v.detach()[None] for k, v in meta.weights().items()}
+        logp = run_chains(tasks.task, make_l2e(w, tasks.task, step_size=20.0, temperature=0.0),
+                          1, 60,
+                          batch_size=64, generator=torch.Generator().manual_seed(5))
+        return float(bma_meta_loss(logp)[0])
+
+    # from a random (not warm-started) meta-model, whose tiny beta barely moves the chain
+    trainer = MetaTrainer(tasks, inner_steps=60, n_pairs=4, sigma=0.05, lr=0.1, step_size=20.0,
+                          temperature=0.0, batch_size=64, seed=0, warm=False)
+    before = evaluate(trainer.meta_sampler())
+    for _ in range(15):
+        trainer.outer_step()
+    after = evaluate(trainer.meta_sampler())
+    assert after < before - 0.2, (before, after)  # measured: 0.754 -> 0.134
+    # checkpoint round trip resumes the same state
+    state = trainer.state_dict()
+    other = MetaTrainer(tasks, inner_steps=60, n_pairs=4, sigma=0.05, lr=0.1, step_size=20.0,
+                        temperature=0.0, batch_size=64, seed=0, warm=False)
+    other.load_state_dict(state)
+    assert torch.equal(other.phi, trainer.phi) and other.step == 15
+
+
+def test_task_distribution_never_uses_held_out_sets():
+    import sklmoo.meta._tasks as tasks_module
+    source = pathlib.Path(tasks_module.__file__).read_text()
+    for name in HELD_OUT:
+        assert f"load_{name}" not in source
+    rng = np.random.default_rng(0)
+    dist = TaskDistribution()
+    for _ in range(20):
+        task = dist.sample(rng)
+        model = task.make_model()
+        out = model(task.X_train[:5])
+        assert out.shape == (5, task.n_classes)
+        assert task.y_train.max() < task.n_classes
