@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from ._validation import aggregate, check_sample_weight, split_tasks
+from ._validation import aggregate, tasks_and_weights
 
 _NORMS = ("l1", "l2", "max")
 _STRATEGIES = ("uniform", "quantile")
@@ -107,8 +107,7 @@ def expected_calibration_error(y_true, y_proba, *, n_bins=10, strategy="uniform"
     0.25
     """
     _check_binning(n_bins, strategy, norm)
-    tasks, multitask = split_tasks(y_true, y_proba, labels)
-    sw = check_sample_weight(sample_weight, len(tasks[0][0]))
+    tasks, multitask, sw = tasks_and_weights(y_true, y_proba, labels, sample_weight)
     values = []
     for codes, proba in tasks:
         conf, correct = _top_label(codes, proba)
@@ -134,8 +133,7 @@ def classwise_calibration_error(y_true, y_proba, *, n_bins=10, strategy="uniform
     0.2
     """
     _check_binning(n_bins, strategy, norm)
-    tasks, multitask = split_tasks(y_true, y_proba, labels)
-    sw = check_sample_weight(sample_weight, len(tasks[0][0]))
+    tasks, multitask, sw = tasks_and_weights(y_true, y_proba, labels, sample_weight)
     values = []
     for codes, proba in tasks:
         per_class = []
@@ -164,8 +162,7 @@ def brier_score(y_true, y_proba, *, labels=None, sample_weight=None,
     >>> round(brier_score([0, 1], [[0.8, 0.2], [0.4, 0.6]]), 4)  # (0.08 + 0.32) / 2
     0.2
     """
-    tasks, multitask = split_tasks(y_true, y_proba, labels)
-    sw = check_sample_weight(sample_weight, len(tasks[0][0]))
+    tasks, multitask, sw = tasks_and_weights(y_true, y_proba, labels, sample_weight)
     values = []
     for codes, proba in tasks:
         onehot = np.eye(proba.shape[1])[codes]
@@ -185,8 +182,7 @@ def negative_log_likelihood(y_true, y_proba, *, labels=None, sample_weight=None,
     >>> bool(np.isclose(negative_log_likelihood([0, 1], [[0.5, 0.5], [0.5, 0.5]]), np.log(2)))
     True
     """
-    tasks, multitask = split_tasks(y_true, y_proba, labels)
-    sw = check_sample_weight(sample_weight, len(tasks[0][0]))
+    tasks, multitask, sw = tasks_and_weights(y_true, y_proba, labels, sample_weight)
     values = []
     for codes, proba in tasks:
         p = np.clip(proba[np.arange(len(codes)), codes], eps, 1.0)

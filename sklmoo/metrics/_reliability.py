@@ -4,7 +4,7 @@ import numpy as np
 
 from ._calibration import _check_binning, _gap, _top_label, binned_calibration
 from ._scorers import _classes_of
-from ._validation import check_sample_weight, split_tasks
+from ._validation import tasks_and_weights
 
 
 class ReliabilityDiagramDisplay:
@@ -137,8 +137,7 @@ class ReliabilityDiagramDisplay:
         ReliabilityDiagramDisplay
         """
         _check_binning(n_bins, strategy)
-        tasks, multitask = split_tasks(y_true, y_proba, labels)
-        sw = check_sample_weight(sample_weight, len(tasks[0][0]))
+        tasks, multitask, sw = tasks_and_weights(y_true, y_proba, labels, sample_weight)
         stats = [[], [], [], [], []]
         for codes, proba in tasks:
             conf, correct = _top_label(codes, proba)

@@ -140,6 +140,12 @@ def check_sample_weight(sample_weight, n):
     return w
 
 
+def tasks_and_weights(y_true, y_proba, labels, sample_weight):
+    """:func:`split_tasks` plus the validated sample weights (ones when None)."""
+    tasks, multitask = split_tasks(y_true, y_proba, labels)
+    return tasks, multitask, check_sample_weight(sample_weight, len(tasks[0][0]))
+
+
 def aggregate(values, multitask, multioutput):
     values = np.asarray(values, dtype=np.float64)
     if not multitask:
