@@ -16,14 +16,14 @@ def _stacked_init(model, n_chains):
 
 
 def run_chains(task, sampler, n_chains, n_steps, *, batch_size=128, n_samples=10, thin=None,
-               generator=None):
+               generator=None, full=False):
     """Run ``n_chains`` chains of ``sampler`` (built with ``batch_dims=1``) on ``task``.
 
     Returns
     -------
-    log_probs : Tensor (n_chains, n_samples, n_val)
-        Log-probability of each validation label under each collected sample (thinned from the
-        end of the run); NaN/inf when a chain diverged.
+    log_probs : Tensor (n_chains, n_samples, n_val), or (..., n_classes) with ``full=True``
+        Log-probability of each validation label (or of every class) under each collected
+        sample (thinned from the end of the run); NaN/inf when a chain diverged.
     """
     model = task.make_model()
     params = _stacked_init(model, n_chains)
@@ -49,7 +49,7 @@ def run_chains(task, sampler, n_chains, n_steps, *, batch_size=128, n_samples=10
         if step in collect:
             with torch.no_grad():
                 lp = torch.log_softmax(logits_of(state.params, task.X_val), dim=-1)
-                collected.append(lp.gather(-1, task.y_val[None, :, None].expand(
+                collected.append(lp if full else lp.gather(-1, task.y_val[None, :, None].expand(
                     n_chains, -1, 1))[..., 0])
     return torch.stack(collected, dim=1)
 
