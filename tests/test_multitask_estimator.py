@@ -217,3 +217,22 @@ def test_non_finite_loss_stops_with_epoch_and_is_not_fitted(digits):
         clf.fit(X[:200] * 1e6, y[:200])
     with pytest.raises(NotFittedError):
         clf.predict(X[:5])
+
+
+def test_save_params_load_params_round_trip(digits, tmp_path):
+    X, y, Xt, _ = digits
+    a = _small(max_epochs=1).fit(X[:300], y[:300])
+    a.save_params(f_params=tmp_path / "params.pt")
+    # skorch's pattern: a net sized on the same data, then the saved particles loaded into it
+    b = clone(a).set_params(max_epochs=0, random_state=5).fit(X[:300], y[:300])
+    b.load_params(f_params=tmp_path / "params.pt")
+    for pa, pb in zip(a.predict_proba(Xt), b.predict_proba(Xt)):
+        np.testing.assert_array_equal(pa, pb)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_fits_on_cuda(digits):
+    X, y, Xt, _ = digits
+    clf = _small(device="cuda").fit(X[:200], y[:200])
+    assert next(clf.module_.parameters()).is_cuda
+    assert clf.predict(Xt[:5]).shape == (5, 2)
