@@ -236,3 +236,23 @@ def test_fits_on_cuda(digits):
     clf = _small(device="cuda").fit(X[:200], y[:200])
     assert next(clf.module_.parameters()).is_cuda
     assert clf.predict(Xt[:5]).shape == (5, 2)
+
+
+class _TinyTrunk(torch.nn.Module):
+    """A user trunk: any nn.Module class, configured with module__* parameters."""
+
+    def __init__(self, n_in=144, width=6):
+        super().__init__()
+        self.layer = torch.nn.Linear(n_in, width)
+
+    def forward(self, x):
+        return torch.tanh(self.layer(x.reshape(len(x), -1)))
+
+
+def test_user_module_class_with_module_params(digits):
+    X, y, Xt, _ = digits
+    clf = MTSGDMultiTaskClassifier(_TinyTrunk, module__width=5, n_particles=2, max_epochs=1,
+                                   random_state=0).fit(X[:200], y[:200])
+    assert clf.module_.n_features_out == 5
+    assert clf.module_.trunk.member_parameters()[0].shape == (2, 5, 144)
+    assert clf.predict(Xt[:3]).shape == (3, 2)
