@@ -128,7 +128,7 @@ class MultiTaskParticleNet(nn.Module):
     n_classes : list of int
         Classes per task.
     input_shape : tuple, optional
-        Reshape flat inputs to (batch, *input_shape) before the trunk (images given flat).
+        Reshape flat inputs to ``(batch, *input_shape)`` before the trunk (images given flat).
 
     Notes
     -----
