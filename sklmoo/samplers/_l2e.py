@@ -115,9 +115,12 @@ def meta_mlp(features, weights):
     h = features
     for i, name in enumerate(_LAYERS):
         w, b = weights[f"{name}_w"], weights[f"{name}_b"]
-        h = torch.matmul(h, w) + b.unsqueeze(-2)
+        if h.dim() == 2 and w.dim() == 2:  # one set of weights: fused multiply-add
+            h = torch.addmm(b, h, w)
+        else:
+            h = torch.matmul(h, w) + b.unsqueeze(-2)
         if i < len(_LAYERS) - 1:
-            h = torch.relu(h)
+            h = torch.relu_(h)
     return h
 
 
@@ -214,12 +217,17 @@ class L2E:
         return L2EState(params=params, momentum=like_input(zeros, params),
                         grad_means=like_input(means, params))
 
-    def _alpha_beta(self, weights, grad, theta, r, means):
-        feats = l2e_features(grad, theta, r, list(means), self.batch_dims)
-        lead = feats.shape[:self.batch_dims]
-        out = meta_mlp(feats.reshape(*lead, -1, N_FEATURES), weights)
-        out = OUTPUT_SCALE * out.reshape(*feats.shape[:-1], 2)
-        return out[..., 0], out[..., 1]
+    def _alpha_beta(self, weights, leaves):
+        """Meta-MLP outputs for every leaf, from one batched MLP call over all coordinates.
+
+        ``leaves``: list of (grad, theta, momentum, means) per parameter tensor."""
+        feats = [l2e_features(g, th, r, list(m), self.batch_dims) for g, th, r, m in leaves]
+        lead = feats[0].shape[:self.batch_dims]
+        flat = [f.reshape(*lead, -1, N_FEATURES) for f in feats]
+        out = OUTPUT_SCALE * meta_mlp(torch.cat(flat, dim=-2), weights)
+        pieces = torch.split(out, [f.shape[-2] for f in flat], dim=-2)
+        return [(o[..., 0].reshape(f.shape[:-1]), o[..., 1].reshape(f.shape[:-1]))
+                for o, f in zip(pieces, feats)]
 
     def update(self, state, grads, generator=None):
         """One L2E transition given the mean-loss gradients at ``state.params``."""
@@ -228,21 +236,26 @@ class L2E:
         means_tree, g = as_tree(state.grad_means), as_tree(grads)
         eps = math.sqrt(self.step_size / self.n_data)
         a, n = self.friction, self.n_data
-        new_p, new_r, new_m = {}, {}, {}
+        keys = list(params)
         with torch.no_grad():
-            for k, theta in params.items():
-                grad = g[k] + self.weight_decay * theta
+            grad, means = {}, {}
+            for k in keys:
+                theta = params[k]
+                grad[k] = g[k] + self.weight_decay * theta
                 decays = torch.as_tensor(GRADIENT_DECAYS, dtype=theta.dtype,
                                          device=theta.device).reshape(-1, *[1] * theta.dim())
-                means = decays * means_tree[k] + (1 - decays) * grad
-                alpha, beta = self._alpha_beta(weights, grad, theta, momentum[k], means)
-                r = momentum[k] - eps * (n * grad + alpha + a * beta)
+                means[k] = decays * means_tree[k] + (1 - decays) * grad[k]
+            first = self._alpha_beta(weights, [(grad[k], params[k], momentum[k], means[k])
+                                               for k in keys])
+            new_r = {}
+            for k, (alpha, beta) in zip(keys, first):
+                r = momentum[k] - eps * (n * grad[k] + alpha + a * beta)
                 if self.temperature > 0:
                     r = r + math.sqrt(2 * a * eps * self.temperature) * _noise(r, generator)
-                _, beta_new = self._alpha_beta(weights, grad, theta, r, means)
-                new_p[k] = theta + eps * beta_new
                 new_r[k] = r
-                new_m[k] = means
+            second = self._alpha_beta(weights, [(grad[k], params[k], new_r[k], means[k])
+                                                for k in keys])
+            new_p = {k: params[k] + eps * beta for k, (_, beta) in zip(keys, second)}
         return L2EState(params=like_input(new_p, state.params),
                         momentum=like_input(new_r, state.params),
-                        grad_means=like_input(new_m, state.params), step=state.step + 1)
+                        grad_means=like_input(means, state.params), step=state.step + 1)
