@@ -14,7 +14,6 @@ every configuration alike.
 
 import json
 import pathlib
-import resource
 import subprocess
 import sys
 import time

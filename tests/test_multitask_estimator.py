@@ -15,7 +15,7 @@ from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from sklmoo import MTSGDMultiTaskClassifier
 from sklmoo.datasets import make_multi_digits
-from sklmoo.metrics import ece_scorer, expected_calibration_error
+from sklmoo.metrics import ece_scorer
 from sklmoo.nn import flatten_particles
 from sklmoo.samplers import SVGD
 

@@ -5,7 +5,7 @@ import math
 import torch
 from torch.func import functional_call, vmap
 
-from ..samplers import L2E, SGHMC
+from ..samplers import L2E
 
 
 def _stacked_init(model, n_chains):
@@ -72,8 +72,3 @@ def make_l2e(weights, task, step_size=1.0, temperature=1.0, friction=0.1):
     """An L2E sampler with per-chain meta-parameters ``weights`` (leading chain dim)."""
     return L2E(weights, step_size=step_size, n_data=len(task.y_train), friction=friction,
                temperature=temperature, batch_dims=1)
-
-
-def make_sghmc(task, step_size=1.0, temperature=1.0, friction=0.1):
-    return SGHMC(step_size=step_size, n_data=len(task.y_train), friction=friction,
-                 temperature=temperature)

@@ -6,5 +6,5 @@ from ._multitask_update import METHODS, make_update_rules, multitask_particle_st
 from ._trunks import LeNetTrunk, MLPTrunk
 
 __all__ = ["StackedModules", "StackedLinear", "MultiTaskParticleNet", "member_factory",
-           "flatten_particles", "unflatten_like", "MLPTrunk", "LeNetTrunk", "make_update_rules",
+           "flatten_particles", "unflatten_like", "MLPTrunk", "LeNetTrunk", "METHODS", "make_update_rules",
            "multitask_particle_step"]

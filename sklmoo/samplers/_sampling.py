@@ -1,7 +1,7 @@
 """Driver: move a particle set toward K log-densities with any direction rule."""
 
 from dataclasses import dataclass, field
-from typing import List, Optional
+from typing import List
 
 import torch
 

@@ -8,7 +8,7 @@ Leading ``batch_dims`` axes of every tensor index independent chains.
 """
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -165,10 +165,3 @@ class CyclicalSGHMC(SGHMC):
     def is_sampling(self, step):
         """Whether ``step`` lies in a sampling phase (collect samples there)."""
         return self._phase(step) >= self.exploration_fraction
-
-
-def replace_params(state, params):
-    """A copy of ``state`` with new parameters (e.g. after projecting them)."""
-    return replace(state, params=params)
-
-
