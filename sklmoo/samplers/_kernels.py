@@ -1,8 +1,14 @@
 """Kernels for particle methods, with the derivatives Stein directions need."""
 
+import functools
 import math
 
 import torch
+
+
+@functools.lru_cache(maxsize=64)
+def _upper_pairs(m, device):
+    return torch.triu_indices(m, m, offset=1, device=device)
 
 
 def pairwise_sq_dists(x):
@@ -69,7 +75,7 @@ class RBFKernel:
             m = sq_dists.shape[0]
             if m < 2:
                 return sq_dists.new_tensor(1.0)
-            iu = torch.triu_indices(m, m, offset=1, device=sq_dists.device)
+            iu = _upper_pairs(m, sq_dists.device)
             med = sq_dists.detach()[iu[0], iu[1]].median()
             sigma2 = med / (2.0 * math.log(m + 1))
             return torch.where(sigma2 > 0, sigma2, sigma2.new_tensor(1.0))
