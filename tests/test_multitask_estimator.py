@@ -256,3 +256,15 @@ def test_user_module_class_with_module_params(digits):
     assert clf.module_.n_features_out == 5
     assert clf.module_.trunk.member_parameters()[0].shape == (2, 5, 144)
     assert clf.predict(Xt[:3]).shape == (3, 2)
+
+
+def test_skorch_validation_split_callbacks_and_history(digits, capsys):
+    from skorch.callbacks import EarlyStopping
+    from skorch.dataset import ValidSplit
+
+    X, y, _, _ = digits
+    clf = _small(max_epochs=3, train_split=ValidSplit(0.2), verbose=1,
+                 callbacks=[EarlyStopping(patience=5)]).fit(X[:300], y[:300])
+    valid = clf.history[:, "valid_loss"]
+    assert len(valid) == 3 and np.isfinite(valid).all()
+    assert "valid_loss" in capsys.readouterr().out  # skorch's epoch log
