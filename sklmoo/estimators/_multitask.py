@@ -260,10 +260,13 @@ class MTSGDMultiTaskClassifier(ClassifierMixin, NeuralNet):
             losses.append(per.mean(dim=0))
         return losses
 
+    @staticmethod
+    def _mean_loss(task_losses):
+        return torch.stack([x.mean() for x in task_losses if x is not None]).mean()
+
     def get_loss(self, y_pred, y_true, X=None, training=False):
         """Mean over tasks and particles of the masked cross-entropy."""
-        losses = [loss for loss in self._task_losses(y_pred, y_true) if loss is not None]
-        return torch.stack([loss.mean() for loss in losses]).mean()
+        return self._mean_loss(self._task_losses(y_pred, y_true))
 
     def train_step_single(self, batch, **fit_params):
         """One MT-SGD step: per-task scores by autograd, directions written into ``.grad``."""
@@ -271,7 +274,7 @@ class MTSGDMultiTaskClassifier(ClassifierMixin, NeuralNet):
         Xi, yi = unpack_data(batch)
         y_pred = self.infer(Xi, **fit_params)
         losses = self._task_losses(y_pred, yi)
-        loss = torch.stack([x.mean() for x in losses if x is not None]).mean()
+        loss = self._mean_loss(losses)
         epoch = len(self.history)
         if not torch.isfinite(loss):
             raise FloatingPointError(f"non-finite training loss ({float(loss)}) in epoch {epoch};"
@@ -308,10 +311,12 @@ class MTSGDMultiTaskClassifier(ClassifierMixin, NeuralNet):
         (n_samples, n_classes_t), columns in ``classes_[t]`` order."""
         return [p.mean(axis=0) for p in self.predict_proba_members(X)]
 
+    def _predict_codes(self, X):
+        return np.column_stack([p.argmax(axis=1) for p in self.predict_proba(X)])
+
     def predict(self, X):
         """Most probable label of each task -> (n_samples, n_tasks), original labels."""
-        codes = np.column_stack([p.argmax(axis=1) for p in self.predict_proba(X)])
-        return decode_predictions(codes, self.classes_)
+        return decode_predictions(self._predict_codes(X), self.classes_)
 
     def predict_uncertainty(self, X):
         """Per-sample, per-task predictive entropy split (nats).
@@ -332,11 +337,10 @@ class MTSGDMultiTaskClassifier(ClassifierMixin, NeuralNet):
         (scikit-learn's ``accuracy_score`` rejects multiclass-multioutput targets.) Labels not
         seen in ``fit`` raise a ``ValueError``.
         """
-        pred = self.predict(X)
-        codes = encode_with_classes(y, len(pred), self.classes_, self.task_names_,
+        pred_codes = self._predict_codes(X)
+        codes = encode_with_classes(y, len(pred_codes), self.classes_, self.task_names_,
                                     self.missing_label)
-        pred_codes = encode_with_classes(pred, len(pred), self.classes_, self.task_names_)
-        w = np.ones(len(pred)) if sample_weight is None else np.asarray(sample_weight, float)
+        w = np.ones(len(pred_codes)) if sample_weight is None else np.asarray(sample_weight, float)
         accs = []
         for t in range(self.n_tasks_):
             lab = codes[:, t] >= 0

@@ -2,6 +2,7 @@
 
 import json
 import pathlib
+import sys
 import time
 
 import numpy as np
@@ -176,7 +177,7 @@ def main(argv=None):
             torch.save(trainer.state_dict(), ckpt)
             meta = trainer.meta_sampler()
             meta.card["command"] = "python -m sklmoo.meta.train " + " ".join(
-                argv if argv is not None else __import__("sys").argv[1:])
+                argv if argv is not None else sys.argv[1:])
             meta.card["wall_seconds_this_run"] = round(time.time() - start, 1)
             meta.save(out / "l2e_meta")
             (out / "curve.json").write_text(json.dumps(trainer.curve))

@@ -5,7 +5,6 @@ from typing import List
 
 import torch
 
-from ._kernels import RBFKernel
 from ._stein import MGDA, MOOSVGD, MTSGD, SVGD, LinearScalarization
 
 METHODS = ("mtsgd", "moo_svgd", "mgda", "linear", "svgd")
@@ -145,7 +144,7 @@ def sample_multi_target(log_probs, init, n_steps, *, method="mtsgd", optimizer="
     n_steps = int(n_steps)
     if n_steps < 0:
         raise ValueError(f"n_steps must be >= 0, got {n_steps}")
-    rule = make_direction_rule(method, kernel=kernel if kernel is not None else RBFKernel(),
+    rule = make_direction_rule(method, kernel=kernel,
                                repulsion=repulsion)
     particles = init.detach().clone()
     opt = _make_optimizer(optimizer, particles, lr, optimizer_kwargs)
