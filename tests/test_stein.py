@@ -8,8 +8,8 @@ import pytest
 import torch
 from torch.func import grad, jacfwd, jacrev
 
-from sklmoo.samplers import (MGDA, MOOSVGD, MTSGD, SVGD, LinearScalarization, RBFKernel,
-                             min_norm_weights)
+from sklmoo.samplers import (MGDA, MOOSVGD, MTSGD, SVGD, LinearScalarization,
+                             LogDensityRBFKernel, RBFKernel, min_norm_weights, scores_of)
 
 
 def _problem(seed, m=6, d=3, k=3):
@@ -147,6 +147,89 @@ def test_linear_scalarization_and_input_validation():
     bad[0, 0, 0] = float("inf")
     with pytest.raises(FloatingPointError, match="diverged"):
         MTSGD().direction(x, bad)
+
+
+# --- kernel on the log-density values (objective space) ---------------------------------------
+
+def _log_density_problem(seed, m=6, d=3):
+    """Two smooth, non-quadratic log-densities and particles; values and scores by autograd."""
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(m, d, generator=g, dtype=torch.float64)
+    mu = torch.randn(2, d, generator=g, dtype=torch.float64)
+
+    def ell(z):  # (..., d) -> (..., 2)
+        return torch.stack([-0.5 * ((z - mu[0]) ** 2).sum(-1) + torch.sin(z[..., 0]),
+                            -torch.log1p(((z - mu[1]) ** 2).sum(-1))], dim=-1)
+
+    targets = [lambda z: ell(z)[:, 0], lambda z: ell(z)[:, 1]]
+    s, values = scores_of(targets, x, return_log_probs=True)
+    return x, s, values, ell
+
+
+def _reference_log_density_gram(x, s, ell, sigma2, c):
+    """<phi_i, phi_j> term by term, k(a, b) = exp(-|ell(a) - ell(b)|^2 / 2 sigma^2) by autograd."""
+    def kern(a, b):
+        return torch.exp(-((ell(a) - ell(b)) ** 2).sum() / (2 * sigma2))
+
+    dk_da, dk_db = grad(kern, argnums=0), grad(kern, argnums=1)
+    mixed = jacfwd(jacrev(kern, argnums=0), argnums=1)
+    m, n_targets = x.shape[0], s.shape[0]
+    u = torch.zeros(n_targets, n_targets, dtype=x.dtype)
+    phi = torch.zeros(n_targets, m, x.shape[1], dtype=x.dtype)
+    for a in range(m):
+        for b in range(m):
+            kab, ga, gb = kern(x[a], x[b]), dk_da(x[a], x[b]), dk_db(x[a], x[b])
+            tr = torch.trace(mixed(x[a], x[b]))
+            for i in range(n_targets):
+                phi[i, b] += (kab * s[i, a] + c * ga) / m
+                for j in range(n_targets):
+                    u[i, j] += (kab * s[i, a] @ s[j, b] + c * s[i, a] @ gb + c * s[j, b] @ ga
+                                + c * c * tr)
+    return u / m**2, phi
+
+
+@pytest.mark.parametrize("seed,c,bandwidth", [(0, 1.0, "median"), (1, 0.4, 0.8), (2, 2.0, 3.0)])
+def test_log_density_kernel_gram_and_directions_match_autograd(seed, c, bandwidth):
+    x, s, values, ell = _log_density_problem(seed)
+    kernel = LogDensityRBFKernel(bandwidth)
+    phi, info = MTSGD(kernel=kernel, repulsion=c).direction(x, s, log_densities=values)
+    ref_u, ref_phi = _reference_log_density_gram(x, s, ell, info.sigma2, c)
+    torch.testing.assert_close(info.gram, ref_u, rtol=1e-9, atol=1e-12)
+    torch.testing.assert_close(phi, torch.einsum("k,kmd->md", info.weights, ref_phi))
+    # symmetric PSD and Lemma 1 for this kernel too
+    assert float(torch.linalg.eigvalsh(info.gram).min()) >= -1e-10 * float(info.gram.diag().max())
+    w = info.weights
+    assert ((ref_u @ w) >= w @ ref_u @ w - 1e-10).all()
+    # MOO-SVGD with the same kernel: one SVGD step on the per-particle MGDA directions
+    phi_moo, info_moo = MOOSVGD(kernel=kernel, repulsion=c).direction(x, s, log_densities=values)
+    combined = torch.einsum("mk,kmd->md", info_moo.weights, s)
+    k_mat = torch.exp(-torch.cdist(values, values) ** 2 / (2 * info_moo.sigma2))
+    repulsive = ref_phi[0] - k_mat @ s[0] / x.shape[0]      # c/M sum_a grad_a k(a, b)
+    torch.testing.assert_close(phi_moo, k_mat @ combined / x.shape[0] + repulsive)
+
+
+def test_log_density_kernel_with_identity_features_is_the_parameter_kernel():
+    # log p_k(x) = x_k for k = 1..d: the log-density vector is x itself, the Jacobian the identity
+    x, _ = _problem(11, m=7, d=3)
+    s = torch.eye(3, dtype=torch.float64)[:, None, :].expand(3, 7, 3).contiguous()
+    for bandwidth in ("median", 0.9):
+        phi_ld, info_ld = MTSGD(kernel=LogDensityRBFKernel(bandwidth), repulsion=0.6).direction(
+            x, s, log_densities=x.clone())
+        phi, info = MTSGD(kernel=RBFKernel(bandwidth), repulsion=0.6).direction(x, s)
+        torch.testing.assert_close(info_ld.gram, info.gram)
+        torch.testing.assert_close(phi_ld, phi)
+
+
+def test_log_density_kernel_needs_values_of_the_right_shape():
+    x, s, values, _ = _log_density_problem(3)
+    with pytest.raises(ValueError, match="log-density values"):
+        MTSGD(kernel=LogDensityRBFKernel()).direction(x, s)
+    with pytest.raises(ValueError, match=r"\(M, K\)"):
+        MOOSVGD(kernel=LogDensityRBFKernel()).direction(x, s, log_densities=values.T)
+    bad = values.clone()
+    bad[0, 0] = float("nan")
+    with pytest.raises(FloatingPointError, match="diverged"):
+        MTSGD(kernel=LogDensityRBFKernel()).direction(x, s, log_densities=bad)
 
 
 def test_samplers_layer_does_not_import_sklearn():

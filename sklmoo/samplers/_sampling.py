@@ -45,10 +45,13 @@ class SamplingResult:
     weights: List[torch.Tensor] = field(default_factory=list)
 
 
-def scores_of(log_probs, particles):
-    """Stack :math:`\\nabla_\\theta \\log p_k` of each callable at the particles -> (K, M, d)."""
+def scores_of(log_probs, particles, return_log_probs=False):
+    """Stack :math:`\\nabla_\\theta \\log p_k` of each callable at the particles -> (K, M, d).
+
+    With ``return_log_probs=True`` also return the values :math:`\\log p_k` as (M, K).
+    """
     x = particles.detach().requires_grad_(True)
-    grads = []
+    grads, values = [], []
     for k, log_prob in enumerate(log_probs):
         value = log_prob(x)
         if value.shape != (x.shape[0],):
@@ -57,6 +60,9 @@ def scores_of(log_probs, particles):
                 f"got {tuple(value.shape)}"
             )
         grads.append(torch.autograd.grad(value.sum(), x)[0])
+        values.append(value.detach())
+    if return_log_probs:
+        return torch.stack(grads), torch.stack(values, dim=1)
     return torch.stack(grads)
 
 
@@ -100,8 +106,11 @@ def sample_multi_target(log_probs, init, n_steps, *, method="mtsgd", optimizer="
     method : {'mtsgd', 'moo_svgd', 'mgda', 'linear', 'svgd'}, default='mtsgd'
     optimizer : {'adam', 'sgd'} or torch.optim.Optimizer subclass, default='adam'
     lr : float, default=1e-2
-    kernel : RBFKernel, optional
-        Default ``RBFKernel('median')``.
+    kernel : RBFKernel or LogDensityRBFKernel, optional
+        Default ``RBFKernel('median')`` (on the parameters).
+        ``LogDensityRBFKernel`` measures distances between the particles' log-density values
+        instead (objective space, as MOO-SVGD does to profile Pareto fronts); the driver passes
+        it the values. With ``bounds``, its Jacobian is the projected scores.
     repulsion : float, default=1.0
         Coefficient of the repulsive kernel-gradient term (kernel methods only).
     bounds : (float, float), optional
@@ -153,10 +162,10 @@ def sample_multi_target(log_probs, init, n_steps, *, method="mtsgd", optimizer="
         result.trace.append(particles.clone())
     for step in range(1, n_steps + 1):
         try:
-            scores = scores_of(log_probs, particles)
+            scores, values = scores_of(log_probs, particles, return_log_probs=True)
             if bounds is not None:
                 scores = _project_scores_to_box(scores, particles, bounds)
-            phi, info = rule.direction(particles, scores)
+            phi, info = rule.direction(particles, scores, log_densities=values)
         except FloatingPointError as exc:
             raise FloatingPointError(f"step {step}: {exc}") from exc
         particles.grad = -phi

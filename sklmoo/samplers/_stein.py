@@ -50,12 +50,22 @@ def _check_inputs(particles, scores):
     return particles.detach(), scores.detach()
 
 
-def stein_gram(kernel_matrix, sq_dists, sigma2, particles, scores, repulsion=1.0):
+def stein_gram(terms, scores, repulsion=1.0):
     r"""Gram matrix :math:`U_{ij} = \langle\phi_i, \phi_j\rangle_{\mathcal H_k^d}` of the Stein directions.
 
     With :math:`\phi_i = \frac1M\sum_a [k(\theta_a,\cdot)\, s_i(\theta_a) + c\,\nabla_{\theta_a}
-    k(\theta_a,\cdot)]` and the RBF kernel (Eq. 4 of the MT-SGD paper, sign of the trace term
-    corrected to :math:`+d/\sigma^2`, repulsion coefficient c carried through)
+    k(\theta_a,\cdot)]` (repulsion coefficient c),
+
+    .. math::
+
+        U_{ij} = \frac{1}{M^2}\Big[\sum_{a,b} k_{ab}\langle s_i(a), s_j(b)\rangle
+        + c\sum_a \langle s_i(a) , R_a\rangle + c\sum_b\langle R_b, s_j(b)\rangle
+        + c^2 \sum_{a,b}\mathrm{tr}\frac{\partial^2 k(\theta_a,\theta_b)}
+        {\partial\theta_a\partial\theta_b}\Big],
+
+    :math:`R_b = \sum_a \nabla_{\theta_a}k(\theta_a, \theta_b)` (the kernel's
+    :class:`~sklmoo.samplers.SteinKernelTerms`). For the RBF kernel this is Eq. (4) of the MT-SGD
+    paper with the sign of the trace term corrected:
 
     .. math::
 
@@ -65,21 +75,25 @@ def stein_gram(kernel_matrix, sq_dists, sigma2, particles, scores, repulsion=1.0
 
     Computed in O(K M^2 d + K^2 M d) with no loop over particles or task pairs.
 
+    Parameters
+    ----------
+    terms : SteinKernelTerms
+        From ``kernel.stein_terms(particles, scores, log_densities)``.
+    scores : Tensor (K, M, d)
+    repulsion : float, default=1.0
+
     Returns
     -------
     gram : Tensor (K, K), symmetric PSD.
     kernel_scores : Tensor (K, M, d), :math:`\sum_b k_{ab} s_i(b)` (reused by the direction).
-    displacement : Tensor (M, d), :math:`D_a = \sum_b k_{ab}(\theta_a-\theta_b)`.
     """
-    m, d = particles.shape
-    kernel_scores = torch.einsum("ab,kbd->kad", kernel_matrix, scores)
-    displacement = RBFKernel.displacement(particles, kernel_matrix)
+    m = scores.shape[1]
+    kernel_scores = torch.einsum("ab,kbd->kad", terms.matrix, scores)
     drive = torch.einsum("kad,lad->kl", scores, kernel_scores)
-    cross = torch.einsum("kad,ad->k", scores, displacement) / sigma2
-    trace = RBFKernel.cross_trace_sum(kernel_matrix, sq_dists, sigma2, d)
-    gram = drive + repulsion * (cross[:, None] + cross[None, :]) + repulsion**2 * trace
+    cross = torch.einsum("kad,ad->k", scores, terms.repulsive)
+    gram = drive + repulsion * (cross[:, None] + cross[None, :]) + repulsion**2 * terms.trace_sum
     gram = gram / (m * m)
-    return 0.5 * (gram + gram.T), kernel_scores, displacement
+    return 0.5 * (gram + gram.T), kernel_scores
 
 
 class _KernelRule:
@@ -108,7 +122,9 @@ class MTSGD(_KernelRule):
 
     Parameters
     ----------
-    kernel : RBFKernel, default=RBFKernel("median")
+    kernel : RBFKernel or LogDensityRBFKernel, default=RBFKernel("median")
+        Any object with ``stein_terms(particles, scores, log_densities)`` returning
+        :class:`~sklmoo.samplers.SteinKernelTerms`.
     repulsion : float, default=1.0
         Coefficient c of the kernel-gradient (repulsive) term, used consistently in U and in
         the direction (1.0 is exact MT-SGD).
@@ -131,18 +147,20 @@ class MTSGD(_KernelRule):
     (torch.Size([10, 2]), torch.Size([2, 2]), 1.0)
     """
 
-    def direction(self, particles, scores):
-        """Return ``(phi, info)``: the common direction (M, d) and a :class:`DirectionInfo`."""
+    def direction(self, particles, scores, log_densities=None):
+        """Return ``(phi, info)``: the common direction (M, d) and a :class:`DirectionInfo`.
+
+        ``log_densities`` (M, K), the targets' log-density values at the particles, is needed
+        only by kernels on those values (:class:`~sklmoo.samplers.LogDensityRBFKernel`).
+        """
         particles, scores = _check_inputs(particles, scores)
-        k, sq, sigma2 = self.kernel.evaluate(particles)
-        gram, kernel_scores, displacement = stein_gram(
-            k, sq, sigma2, particles, scores, self.repulsion
-        )
+        terms = self.kernel.stein_terms(particles, scores, log_densities)
+        gram, kernel_scores = stein_gram(terms, scores, self.repulsion)
         weights = min_norm_weights(gram)
         m = particles.shape[0]
         phi = (torch.einsum("k,kad->ad", weights, kernel_scores)
-               + (self.repulsion / sigma2) * displacement) / m
-        return phi, DirectionInfo(gram=gram, weights=weights, sigma2=sigma2)
+               + self.repulsion * terms.repulsive) / m
+        return phi, DirectionInfo(gram=gram, weights=weights, sigma2=terms.sigma2)
 
 
 class SVGD(MTSGD):
@@ -162,11 +180,13 @@ class SVGD(MTSGD):
     True
     """
 
-    def direction(self, particles, scores):
+    def direction(self, particles, scores, log_densities=None):
         """Return ``(phi, info)`` for a single target; see the class docstring."""
         if scores.ndim == 3 and scores.shape[0] != 1:
             raise ValueError(f"SVGD takes one target, got scores for {scores.shape[0]}")
-        return super().direction(particles, scores)
+        if log_densities is not None and log_densities.ndim == 1:
+            log_densities = log_densities[:, None]
+        return super().direction(particles, scores, log_densities)
 
 
 def _per_particle_min_norm(scores):
@@ -197,7 +217,7 @@ class MGDA:
     def __repr__(self):
         return "MGDA()"
 
-    def direction(self, particles, scores):
+    def direction(self, particles, scores, log_densities=None):
         """Return ``(phi, info)``; ``info.weights`` is (M, K), ``info.gram`` (M, K, K)."""
         particles, scores = _check_inputs(particles, scores)
         combined, grams, weights = _per_particle_min_norm(scores)
@@ -225,14 +245,16 @@ class MOOSVGD(_KernelRule):
     (torch.Size([6, 2]), torch.Size([6, 3]))
     """
 
-    def direction(self, particles, scores):
-        """Return ``(phi, info)``; ``info.weights`` is (M, K), ``info.gram`` (M, K, K)."""
+    def direction(self, particles, scores, log_densities=None):
+        """Return ``(phi, info)``; ``info.weights`` is (M, K), ``info.gram`` (M, K, K).
+
+        ``log_densities`` (M, K) is needed only by kernels on the log-density values.
+        """
         particles, scores = _check_inputs(particles, scores)
         combined, grams, weights = _per_particle_min_norm(scores)
-        k, _, sigma2 = self.kernel.evaluate(particles)
-        displacement = RBFKernel.displacement(particles, k)
-        phi = (k @ combined + (self.repulsion / sigma2) * displacement) / particles.shape[0]
-        return phi, DirectionInfo(gram=grams, weights=weights, sigma2=sigma2)
+        terms = self.kernel.stein_terms(particles, scores, log_densities)
+        phi = (terms.matrix @ combined + self.repulsion * terms.repulsive) / particles.shape[0]
+        return phi, DirectionInfo(gram=grams, weights=weights, sigma2=terms.sigma2)
 
 
 class LinearScalarization:
@@ -261,7 +283,7 @@ class LinearScalarization:
     def __repr__(self):
         return f"LinearScalarization(weights={self.weights!r})"
 
-    def direction(self, particles, scores):
+    def direction(self, particles, scores, log_densities=None):
         """Return ``(phi, info)`` with the fixed weights in ``info.weights``."""
         particles, scores = _check_inputs(particles, scores)
         n_targets = scores.shape[0]
