@@ -3,6 +3,7 @@
 import functools
 import math
 from dataclasses import dataclass
+from typing import Optional
 
 import torch
 
@@ -38,15 +39,15 @@ class SteinKernelTerms:
     repulsive : Tensor (M, d)
         :math:`R_b = \sum_a \nabla_{\theta_a} k(\theta_a, \theta_b)`, the repulsive field of
         SVGD at every particle.
-    trace_sum : 0-d Tensor
+    trace_sum : 0-d Tensor or None
         :math:`\sum_{a,b} \mathrm{tr}\,\partial^2 k(\theta_a, \theta_b) / \partial\theta_a
-        \partial\theta_b`.
+        \partial\theta_b`; None when not requested (only the MT-SGD Gram matrix needs it).
     """
 
     matrix: torch.Tensor
     sigma2: torch.Tensor
     repulsive: torch.Tensor
-    trace_sum: torch.Tensor
+    trace_sum: Optional[torch.Tensor]
 
 
 class RBFKernel:
@@ -122,13 +123,14 @@ class RBFKernel:
         sigma2 = self.sigma2(sq)
         return torch.exp(-sq / (2.0 * sigma2)), sq, sigma2
 
-    def stein_terms(self, particles, scores=None, log_densities=None):
-        """:class:`SteinKernelTerms` at the particles (M, d); ``scores`` and ``log_densities``
-        are not needed by this kernel and ignored."""
+    def stein_terms(self, particles, scores=None, log_densities=None, trace=True):
+        """:class:`SteinKernelTerms` at the particles (M, d), with the trace sum if ``trace``;
+        ``scores`` and ``log_densities`` are not needed by this kernel and ignored."""
         k, sq, sigma2 = self.evaluate(particles)
-        return SteinKernelTerms(
-            matrix=k, sigma2=sigma2, repulsive=self.displacement(particles, k) / sigma2,
-            trace_sum=self.cross_trace_sum(k, sq, sigma2, particles.shape[1]))
+        trace_sum = self.cross_trace_sum(k, sq, sigma2, particles.shape[1]) if trace else None
+        return SteinKernelTerms(matrix=k, sigma2=sigma2,
+                                repulsive=self.displacement(particles, k) / sigma2,
+                                trace_sum=trace_sum)
 
     @staticmethod
     def displacement(x, k):
@@ -195,8 +197,9 @@ class LogDensityRBFKernel:
     def __repr__(self):
         return f"LogDensityRBFKernel(bandwidth={self.bandwidth!r})"
 
-    def stein_terms(self, particles, scores=None, log_densities=None):
-        """:class:`SteinKernelTerms` from the log-density values (M, K) and scores (K, M, d)."""
+    def stein_terms(self, particles, scores=None, log_densities=None, trace=True):
+        """:class:`SteinKernelTerms` from the log-density values (M, K) and scores (K, M, d),
+        with the trace sum (the costly O(K^2 M^2 d) part) if ``trace``."""
         if log_densities is None or scores is None:
             raise ValueError(
                 "LogDensityRBFKernel needs the log-density values and scores: call "
@@ -214,10 +217,12 @@ class LogDensityRBFKernel:
         kernel_jac = torch.einsum("ab,pad->pbd", k, scores)
         weighted = torch.einsum("ab,ap,pad->bd", k, u, scores)
         repulsive = (torch.einsum("bp,pbd->bd", u, kernel_jac) - weighted) / sigma2
-        cross = torch.einsum("pad,qbd->abpq", scores, scores)
-        delta = u[:, None, :] - u[None, :, :]
-        quad = torch.einsum("abp,abq,abpq->ab", delta, delta, cross)
-        diag = torch.diagonal(cross, dim1=2, dim2=3).sum(-1)
-        trace_sum = (k * (diag - quad / sigma2)).sum() / sigma2
+        trace_sum = None
+        if trace:
+            cross = torch.einsum("pad,qbd->abpq", scores, scores)
+            delta = u[:, None, :] - u[None, :, :]
+            quad = torch.einsum("abp,abq,abpq->ab", delta, delta, cross)
+            diag = torch.diagonal(cross, dim1=2, dim2=3).sum(-1)
+            trace_sum = (k * (diag - quad / sigma2)).sum() / sigma2
         return SteinKernelTerms(matrix=k, sigma2=sigma2, repulsive=repulsive,
                                 trace_sum=trace_sum)

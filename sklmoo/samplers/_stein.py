@@ -123,8 +123,8 @@ class MTSGD(_KernelRule):
     Parameters
     ----------
     kernel : RBFKernel or LogDensityRBFKernel, default=RBFKernel("median")
-        Any object with ``stein_terms(particles, scores, log_densities)`` returning
-        :class:`~sklmoo.samplers.SteinKernelTerms`.
+        Any object with ``stein_terms(particles, scores, log_densities, trace=True)``
+        returning :class:`~sklmoo.samplers.SteinKernelTerms`.
     repulsion : float, default=1.0
         Coefficient c of the kernel-gradient (repulsive) term, used consistently in U and in
         the direction (1.0 is exact MT-SGD).
@@ -252,7 +252,7 @@ class MOOSVGD(_KernelRule):
         """
         particles, scores = _check_inputs(particles, scores)
         combined, grams, weights = _per_particle_min_norm(scores)
-        terms = self.kernel.stein_terms(particles, scores, log_densities)
+        terms = self.kernel.stein_terms(particles, scores, log_densities, trace=False)
         phi = (terms.matrix @ combined + self.repulsion * terms.repulsive) / particles.shape[0]
         return phi, DirectionInfo(gram=grams, weights=weights, sigma2=terms.sigma2)
 
