@@ -87,6 +87,22 @@ ZDT3_FRONT_SEGMENTS = (
 )
 
 
+def zdt3_g(theta):
+    r"""ZDT3's :math:`g = 1 + \frac{9}{n-1}\sum_{i\ge2}\theta_i` at ``theta`` (M, n) -> (M,).
+
+    :math:`g = 1` exactly on the Pareto front; how far above 1 it is measures how far a particle
+    is from the front.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from sklmoo.datasets import zdt3_g
+    >>> zdt3_g(torch.tensor([[0.3] + [0.0] * 29, [0.3] + [1.0] * 29])).tolist()
+    [1.0, 10.0]
+    """
+    return 1.0 + 9.0 * theta[:, 1:].sum(dim=1) / (theta.shape[1] - 1)
+
+
 def zdt3_objectives(theta):
     r"""ZDT3's two objectives at ``theta`` (M, n) with entries in [0, 1] -> (f1, f2), each (M,).
 
@@ -102,7 +118,7 @@ def zdt3_objectives(theta):
     (0.0, 1.0)
     """
     f1 = theta[:, 0]
-    g = 1.0 + 9.0 * theta[:, 1:].sum(dim=1) / (theta.shape[1] - 1)
+    g = zdt3_g(theta)
     ratio = f1 / g
     # sqrt's derivative is infinite at 0; the floor keeps the score finite at the boundary
     h = 1.0 - torch.sqrt(ratio.clamp_min(1e-12)) - ratio * torch.sin(10.0 * math.pi * f1)
