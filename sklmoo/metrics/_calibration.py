@@ -57,6 +57,14 @@ def _gap(mean_conf, acc, weight, norm):
     return float(gap.max())
 
 
+def _task_metric(per_task, y_true, y_proba, labels, sample_weight, multioutput):
+    """Validate the inputs, apply ``per_task(codes, proba, sample_weight) -> float`` to every
+    task and combine the tasks as ``multioutput`` says."""
+    tasks, multitask, sw = tasks_and_weights(y_true, y_proba, labels, sample_weight)
+    return aggregate([per_task(codes, proba, sw) for codes, proba in tasks], multitask,
+                     multioutput)
+
+
 def _top_label(codes, proba):
     pred = proba.argmax(axis=1)
     return proba[np.arange(len(pred)), pred], (pred == codes).astype(np.float64)
@@ -107,13 +115,13 @@ def expected_calibration_error(y_true, y_proba, *, n_bins=10, strategy="uniform"
     0.25
     """
     _check_binning(n_bins, strategy, norm)
-    tasks, multitask, sw = tasks_and_weights(y_true, y_proba, labels, sample_weight)
-    values = []
-    for codes, proba in tasks:
+
+    def per_task(codes, proba, sw):
         conf, correct = _top_label(codes, proba)
         mean_conf, acc, weight, _ = binned_calibration(conf, correct, sw, n_bins, strategy)
-        values.append(_gap(mean_conf, acc, weight, norm))
-    return aggregate(values, multitask, multioutput)
+        return _gap(mean_conf, acc, weight, norm)
+
+    return _task_metric(per_task, y_true, y_proba, labels, sample_weight, multioutput)
 
 
 def classwise_calibration_error(y_true, y_proba, *, n_bins=10, strategy="uniform", norm="l1",
@@ -133,16 +141,16 @@ def classwise_calibration_error(y_true, y_proba, *, n_bins=10, strategy="uniform
     0.2
     """
     _check_binning(n_bins, strategy, norm)
-    tasks, multitask, sw = tasks_and_weights(y_true, y_proba, labels, sample_weight)
-    values = []
-    for codes, proba in tasks:
+
+    def per_task(codes, proba, sw):
         per_class = []
         for c in range(proba.shape[1]):
             mean_conf, acc, weight, _ = binned_calibration(
                 proba[:, c], (codes == c).astype(np.float64), sw, n_bins, strategy)
             per_class.append(_gap(mean_conf, acc, weight, norm))
-        values.append(float(np.mean(per_class)))
-    return aggregate(values, multitask, multioutput)
+        return float(np.mean(per_class))
+
+    return _task_metric(per_task, y_true, y_proba, labels, sample_weight, multioutput)
 
 
 def brier_score(y_true, y_proba, *, labels=None, sample_weight=None,
@@ -162,12 +170,11 @@ def brier_score(y_true, y_proba, *, labels=None, sample_weight=None,
     >>> round(brier_score([0, 1], [[0.8, 0.2], [0.4, 0.6]]), 4)  # (0.08 + 0.32) / 2
     0.2
     """
-    tasks, multitask, sw = tasks_and_weights(y_true, y_proba, labels, sample_weight)
-    values = []
-    for codes, proba in tasks:
+    def per_task(codes, proba, sw):
         onehot = np.eye(proba.shape[1])[codes]
-        values.append(float(np.average(((onehot - proba) ** 2).sum(axis=1), weights=sw)))
-    return aggregate(values, multitask, multioutput)
+        return float(np.average(((onehot - proba) ** 2).sum(axis=1), weights=sw))
+
+    return _task_metric(per_task, y_true, y_proba, labels, sample_weight, multioutput)
 
 
 def negative_log_likelihood(y_true, y_proba, *, labels=None, sample_weight=None, eps=1e-15,
@@ -182,12 +189,11 @@ def negative_log_likelihood(y_true, y_proba, *, labels=None, sample_weight=None,
     >>> bool(np.isclose(negative_log_likelihood([0, 1], [[0.5, 0.5], [0.5, 0.5]]), np.log(2)))
     True
     """
-    tasks, multitask, sw = tasks_and_weights(y_true, y_proba, labels, sample_weight)
-    values = []
-    for codes, proba in tasks:
+    def per_task(codes, proba, sw):
         p = np.clip(proba[np.arange(len(codes)), codes], eps, 1.0)
-        values.append(float(np.average(-np.log(p), weights=sw)))
-    return aggregate(values, multitask, multioutput)
+        return float(np.average(-np.log(p), weights=sw))
+
+    return _task_metric(per_task, y_true, y_proba, labels, sample_weight, multioutput)
 
 
 def pairwise_kl_diversity(member_proba, *, eps=1e-12):
