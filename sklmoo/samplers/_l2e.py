@@ -1,7 +1,6 @@
 """L2E: SG-MCMC with a meta-learned kinetic-energy gradient (Kim et al., ICML 2024)."""
 
 import json
-import math
 import pathlib
 from dataclasses import dataclass
 from typing import Any
@@ -10,7 +9,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from ._sgmcmc import _noise, as_tree, like_input
+from ._sgmcmc import add_thermal_noise, as_tree, like_input, time_step
 
 #: decays of the six running gradient means fed to the meta-model
 GRADIENT_DECAYS = (0.1, 0.5, 0.9, 0.99, 0.999, 0.9999)
@@ -234,7 +233,7 @@ class L2E:
         weights = self._weights()
         params, momentum = as_tree(state.params), as_tree(state.momentum)
         means_tree, g = as_tree(state.grad_means), as_tree(grads)
-        eps = math.sqrt(self.step_size / self.n_data)
+        eps = time_step(self.step_size, self.n_data)
         a, n = self.friction, self.n_data
         keys = list(params)
         with torch.no_grad():
@@ -250,9 +249,7 @@ class L2E:
             new_r = {}
             for k, (alpha, beta) in zip(keys, first):
                 r = momentum[k] - eps * (n * grad[k] + alpha + a * beta)
-                if self.temperature > 0:
-                    r = r + math.sqrt(2 * a * eps * self.temperature) * _noise(r, generator)
-                new_r[k] = r
+                new_r[k] = add_thermal_noise(r, a, eps, self.temperature, generator)
             second = self._alpha_beta(weights, [(grad[k], params[k], new_r[k], means[k])
                                                 for k in keys])
             new_p = {k: params[k] + eps * beta for k, (_, beta) in zip(keys, second)}

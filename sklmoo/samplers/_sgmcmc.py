@@ -32,6 +32,18 @@ def _noise(x, generator):
     return torch.randn(x.shape, dtype=x.dtype, device=x.device, generator=generator)
 
 
+def time_step(step_size, n_data):
+    r""":math:`\epsilon = \sqrt{\text{step\_size}/N}`, the L2E code's parametrisation."""
+    return math.sqrt(step_size / n_data)
+
+
+def add_thermal_noise(r, friction, eps, temperature, generator=None):
+    r"""``r + sqrt(2 a eps T) xi`` with :math:`\xi\sim\mathcal N(0, I)`; ``r`` unchanged at T = 0."""
+    if temperature > 0:
+        return r + math.sqrt(2 * friction * eps * temperature) * _noise(r, generator)
+    return r
+
+
 @dataclass
 class SGHMCState:
     """State of an SGHMC chain: parameters, momentum and step count."""
@@ -88,7 +100,7 @@ class SGHMC:
 
     def epsilon(self, step):
         """The time step :math:`\\epsilon` used at ``step`` (constant here)."""
-        return math.sqrt(self.step_size / self.n_data)
+        return time_step(self.step_size, self.n_data)
 
     def temperature_at(self, step):
         return self.temperature
@@ -110,9 +122,7 @@ class SGHMC:
         for k, theta in params.items():
             grad = g[k] + self.weight_decay * theta
             r = momentum[k] - eps * (n * grad + a * momentum[k])
-            if temp > 0:
-                r = r + math.sqrt(2 * a * eps * temp) * _noise(r, generator)
-            new_r[k] = r
+            new_r[k] = r = add_thermal_noise(r, a, eps, temp, generator)
             new_p[k] = theta + eps * r
         return SGHMCState(params=like_input(new_p, state.params),
                           momentum=like_input(new_r, state.params), step=state.step + 1)
@@ -157,7 +167,7 @@ class CyclicalSGHMC(SGHMC):
 
     def epsilon(self, step):
         s = self.step_size / 2 * (math.cos(math.pi * self._phase(step)) + 1)
-        return math.sqrt(s / self.n_data)
+        return time_step(s, self.n_data)
 
     def temperature_at(self, step):
         return 0.0 if self._phase(step) < self.exploration_fraction else self.temperature
