@@ -54,18 +54,20 @@ def run_chains(task, sampler, n_chains, n_steps, *, batch_size=128, n_samples=10
     return torch.stack(collected, dim=1)
 
 
+def _inf_if_diverged(loss):
+    return torch.where(torch.isfinite(loss), loss, torch.full_like(loss, float("inf")))
+
+
 def bma_meta_loss(log_probs):
     """Eq. 7: NLL of the Bayesian model average, ``-mean_i log mean_k p_k(y_i|x_i)``, per chain
     (``log_probs`` (P, K, n)) -> (P,); inf for a diverged chain."""
     k = log_probs.shape[1]
-    loss = -(torch.logsumexp(log_probs, dim=1) - math.log(k)).mean(dim=1)
-    return torch.where(torch.isfinite(loss), loss, torch.full_like(loss, float("inf")))
+    return _inf_if_diverged(-(torch.logsumexp(log_probs, dim=1) - math.log(k)).mean(dim=1))
 
 
 def ce_meta_loss(log_probs):
     """Mean cross-entropy of the individual samples (the paper's CE meta-loss ablation)."""
-    loss = -log_probs.mean(dim=(1, 2))
-    return torch.where(torch.isfinite(loss), loss, torch.full_like(loss, float("inf")))
+    return _inf_if_diverged(-log_probs.mean(dim=(1, 2)))
 
 
 def make_l2e(weights, task, step_size=1.0, temperature=1.0, friction=0.1):
