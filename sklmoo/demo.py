@@ -12,12 +12,12 @@ import time
 import numpy as np
 import torch
 
-from sklmoo.datasets import make_gaussian_mixture_targets, make_multi_digits
+from sklmoo.datasets import (gaussian_mixture_statistics, make_gaussian_mixture_targets,
+                             make_multi_digits)
 from sklmoo.metrics import brier_score, expected_calibration_error
 from sklmoo.samplers import sample_multi_target
 
 METHODS = ("mtsgd", "moo_svgd", "mgda", "linear")
-MAJOR_MODES = torch.tensor([[4.0, -4.0], [-4.0, 4.0], [-3.0, -3.0]], dtype=torch.float64)
 
 
 def multi_digits_comparison(n_train=3000, n_test=1000, max_epochs=15, n_particles=5, lr=3e-3,
@@ -60,16 +60,10 @@ def toy_comparison(seeds=(0, 1, 2), n_particles=50, n_steps=1000,
             start = time.perf_counter()
             p = sample_multi_target(targets, init, n_steps, method=method, lr=3e-2).particles
             elapsed = time.perf_counter() - start
-            stats.append([
-                float((p.norm(dim=1) < 1.5).double().mean()),
-                float((torch.cdist(p, MAJOR_MODES).min(dim=1).values < 1.5).double().mean()),
-                float(sum(t(p) for t in targets).mean()),
-                float(p.std(dim=0).mean()),
-                1e3 * elapsed / n_steps,
-            ])
-        mean = np.mean(stats, axis=0)
-        rows.append(dict(method=method, near_origin=mean[0], on_major_mode=mean[1],
-                         joint_log_density=mean[2], spread=mean[3], ms_per_step=mean[4]))
+            stats.append(dict(gaussian_mixture_statistics(p, targets),
+                              ms_per_step=1e3 * elapsed / n_steps))
+        rows.append(dict(method=method, **{k: float(np.mean([st[k] for st in stats]))
+                                           for k in stats[0]}))
     return rows
 
 

@@ -2,11 +2,11 @@
 
 from ._multi_digits import make_multi_digits
 from ._toy_targets import (ZDT3_BOUNDS, ZDT3_FRONT_SEGMENTS, GaussianMixture,
-                           make_gaussian_mixture_targets, make_zdt3_targets, zdt3_g,
+                           gaussian_mixture_statistics, make_gaussian_mixture_targets, make_zdt3_targets, zdt3_g,
                            zdt3_objectives, zdt3_pareto_front, zdt3_segment)
 
 __all__ = [
     "make_multi_digits",
-    "GaussianMixture", "make_gaussian_mixture_targets", "make_zdt3_targets", "zdt3_g",
+    "GaussianMixture", "make_gaussian_mixture_targets", "gaussian_mixture_statistics", "make_zdt3_targets", "zdt3_g",
     "zdt3_objectives", "zdt3_pareto_front", "zdt3_segment", "ZDT3_BOUNDS", "ZDT3_FRONT_SEGMENTS",
 ]

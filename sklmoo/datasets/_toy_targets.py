@@ -80,6 +80,41 @@ def make_gaussian_mixture_targets():
     return [GaussianMixture([0.7, 0.3], list(c), 0.5) for c in comps]
 
 
+def gaussian_mixture_statistics(particles, targets, radius=1.5):
+    r"""Where particles sit relative to several Gaussian-mixture targets (Figure 3's reading).
+
+    Parameters
+    ----------
+    particles : Tensor (M, d)
+    targets : list of GaussianMixture
+        E.g. :func:`make_gaussian_mixture_targets`; each target's major mode is the mean of its
+        heaviest component.
+    radius : float, default=1.5
+
+    Returns
+    -------
+    dict with ``near_origin`` (fraction of particles within ``radius`` of the origin),
+    ``on_major_mode`` (fraction within ``radius`` of some target's major mode),
+    ``joint_log_density`` (mean over particles of :math:`\sum_k \log p_k`) and ``spread``
+    (mean over coordinates of the particles' standard deviation).
+
+    Examples
+    --------
+    >>> import torch
+    >>> from sklmoo.datasets import gaussian_mixture_statistics, make_gaussian_mixture_targets
+    >>> stats = gaussian_mixture_statistics(torch.zeros(4, 2), make_gaussian_mixture_targets())
+    >>> stats["near_origin"], stats["on_major_mode"], stats["spread"]
+    (1.0, 0.0, 0.0)
+    """
+    majors = torch.as_tensor(np.stack([t.means[np.argmax(t.weights)] for t in targets]),
+                             dtype=particles.dtype, device=particles.device)
+    near_major = torch.cdist(particles, majors).min(dim=1).values < radius
+    return dict(near_origin=float((particles.norm(dim=1) < radius).double().mean()),
+                on_major_mode=float(near_major.double().mean()),
+                joint_log_density=float(sum(t(particles) for t in targets).mean()),
+                spread=float(particles.std(dim=0).mean()))
+
+
 #: f1-intervals of ZDT3's five disconnected Pareto-front segments (with g = 1).
 ZDT3_FRONT_SEGMENTS = (
     (0.0, 0.0830015349), (0.1822287280, 0.2577623634), (0.4093136748, 0.4538821041),
