@@ -1,0 +1,157 @@
+"""Independent SG-MCMC chains of one network, batched with torch.func, and their samples."""
+
+import torch
+from torch import nn
+from torch.func import functional_call, vmap
+
+from ._ensemble import StackedModules
+
+
+class TrunkClassifier(nn.Module):
+    """A trunk (batch -> (batch, n_features_out)) followed by a linear layer to class logits.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from sklmoo.nn import MLPTrunk, TrunkClassifier
+    >>> TrunkClassifier(MLPTrunk(4, hidden_units=(8,)), n_classes=3)(torch.zeros(2, 4)).shape
+    torch.Size([2, 3])
+    """
+
+    def __init__(self, trunk, n_classes):
+        super().__init__()
+        self.trunk = trunk
+        self.head = nn.Linear(trunk.n_features_out, n_classes)
+
+    def forward(self, x):
+        return self.head(self.trunk(x))
+
+
+class SampleStore(nn.Module):
+    """Collected posterior samples of stacked chains, kept on the CPU.
+
+    One buffer per member tensor (parameters and buffers), shaped (n_draws, n_chains, ...).
+    The buffers are part of the owner's ``state_dict`` (so ``save_params`` / ``load_params``
+    and pickling carry the samples), but ``.to(device)`` leaves them on the CPU: a network's
+    hundreds of samples must not occupy accelerator memory. Loading a state dict resizes the
+    buffers to what it holds.
+    """
+
+    def __init__(self, names, dtype=torch.float32):
+        super().__init__()
+        self.names = list(names)
+        self.dtype = dtype
+        for name in self.names:
+            self.register_buffer(self._key(name), torch.empty(0))
+
+    @staticmethod
+    def _key(name):
+        return "draw__" + name.replace(".", "__")
+
+    def _apply(self, fn, recurse=True):
+        # keep the samples on the CPU and in their storage dtype whatever the owner is moved to
+        return self
+
+    def __len__(self):
+        return int(getattr(self, self._key(self.names[0])).shape[0]) if self.names else 0
+
+    def clear(self):
+        for name in self.names:
+            setattr(self, self._key(name), torch.empty(0))
+
+    @torch.no_grad()
+    def append(self, tensors):
+        """Add one draw: ``tensors`` maps every name to a (n_chains, ...) tensor."""
+        for name in self.names:
+            new = tensors[name].detach().to("cpu", self.dtype).unsqueeze(0)
+            old = getattr(self, self._key(name))
+            setattr(self, self._key(name), new if old.numel() == 0 else torch.cat([old, new]))
+
+    def draws(self):
+        """``{name: (n_draws, n_chains, ...) tensor}``."""
+        return {name: getattr(self, self._key(name)) for name in self.names}
+
+    def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys,
+                              unexpected_keys, error_msgs):
+        for name in self.names:
+            key = prefix + self._key(name)
+            if key in state_dict:
+                setattr(self, self._key(name), torch.empty_like(state_dict[key], device="cpu"))
+        super()._load_from_state_dict(state_dict, prefix, local_metadata, strict, missing_keys,
+                                      unexpected_keys, error_msgs)
+
+
+class ChainEnsemble(nn.Module):
+    """``n_chains`` copies of a network evaluated in one vectorised call, plus their samples.
+
+    Parameters
+    ----------
+    factory : callable
+        Returns a fresh, independently initialised network mapping a batch to (batch, n_out).
+    n_chains : int
+    input_shape : tuple, optional
+        Reshape flat inputs to ``(batch, *input_shape)`` first (images given flat).
+    sample_dtype : torch.dtype, default=torch.float32
+        Storage type of the collected samples (``torch.float16`` halves their memory).
+
+    Notes
+    -----
+    ``forward`` returns (batch, n_chains, n_out): batch first, so skorch concatenates
+    mini-batch outputs along the sample axis.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from torch import nn
+    >>> from sklmoo.nn import ChainEnsemble
+    >>> net = ChainEnsemble(lambda: nn.Linear(3, 2), n_chains=4)
+    >>> net(torch.zeros(5, 3)).shape
+    torch.Size([5, 4, 2])
+    >>> net.collect(); net.collect(); len(net.samples)
+    2
+    >>> net.forward_samples(torch.zeros(5, 3)).shape   # (draws, chains, batch, out)
+    torch.Size([2, 4, 5, 2])
+    """
+
+    def __init__(self, factory, n_chains, input_shape=None, sample_dtype=torch.float32):
+        super().__init__()
+        self.input_shape = None if input_shape is None else tuple(input_shape)
+        self.chains = StackedModules([factory() for _ in range(n_chains)])
+        self.samples = SampleStore(self.chains._param_names + self.chains._buffer_names,
+                                   sample_dtype)
+
+    @property
+    def n_chains(self):
+        return self.chains.n_members
+
+    def _reshape(self, x):
+        return x if self.input_shape is None else x.reshape(x.shape[0], *self.input_shape)
+
+    def forward(self, x):
+        return self.chains(self._reshape(x)).transpose(0, 1)
+
+    def chain_tensors(self):
+        """Current state of every chain: ``{member name: (n_chains, ...) tensor}``."""
+        c = self.chains
+        return {n: getattr(c, c._key(n)) for n in c._param_names + c._buffer_names}
+
+    def collect(self):
+        """Store the chains' current parameters as one draw."""
+        self.samples.append(self.chain_tensors())
+
+    def forward_samples(self, x):
+        """Evaluate every stored draw of every chain on ``x`` -> (n_draws, n_chains, batch, n_out)."""
+        draws = self.samples.draws()
+        ref = next(iter(self.chain_tensors().values()))
+        n_draws, n_chains = len(self.samples), self.n_chains
+        flat = {n: v.reshape(n_draws * n_chains, *v.shape[2:]).to(ref.device, ref.dtype)
+                for n, v in draws.items()}
+        params = {n: flat[n] for n in self.chains._param_names}
+        buffers = {n: flat[n] for n in self.chains._buffer_names}
+        skeleton = self.chains._skeleton
+
+        def one(p, b, inp):
+            return functional_call(skeleton, (p, b), (inp,))
+
+        out = vmap(one, in_dims=(0, 0, None))(params, buffers, self._reshape(x))
+        return out.reshape(n_draws, n_chains, *out.shape[1:])

@@ -1,0 +1,116 @@
+"""A functional SG-MCMC transition driven through the ``torch.optim.Optimizer`` interface."""
+
+import dataclasses
+
+import torch
+
+
+class SamplerOptimizer(torch.optim.Optimizer):
+    """Run a functional sampler (``init`` / ``update``, e.g. :class:`SGHMC` or :class:`L2E`) as a
+    ``torch.optim.Optimizer``: ``step()`` reads the gradients in ``.grad`` (of the *mean*
+    mini-batch loss), applies one ``sampler.update`` and writes the new parameters in place.
+
+    The sampler's state (momentum, running gradient means, step count) lives in the optimiser's
+    ``state`` / ``param_groups``, so ``state_dict`` / ``load_state_dict`` (and anything built on
+    them, such as skorch's ``save_params(f_optimizer=...)`` and ``Checkpoint``) continue a chain
+    exactly, including its noise generator.
+
+    Parameters
+    ----------
+    named_params : iterable of (str, Parameter)
+        The tensors the sampler moves; the names are the keys of the sampler's parameter dict.
+    sampler : object with ``init(params)`` and ``update(state, grads, generator)``
+        May be replaced between steps (``opt.sampler = ...``) with one whose state has the same
+        fields, e.g. to change the step size of a running chain.
+    seed : int, optional
+        Seeds the generator of the sampler's noise (on the parameters' device).
+
+    Raises
+    ------
+    FloatingPointError
+        From ``step`` when a gradient is non-finite (naming the tensor and the step); the
+        parameters are then left unchanged.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from sklmoo.samplers import SGHMC, SamplerOptimizer
+    >>> theta = torch.nn.Parameter(torch.tensor([3.0]))
+    >>> opt = SamplerOptimizer([("theta", theta)], SGHMC(0.01, n_data=1, temperature=0.0))
+    >>> for _ in range(2000):
+    ...     opt.zero_grad()
+    ...     (0.5 * theta ** 2).sum().backward()
+    ...     _ = opt.step()
+    >>> bool(abs(float(theta.detach())) < 0.1)
+    True
+    """
+
+    def __init__(self, named_params, sampler, seed=None):
+        named = list(named_params)
+        if not named:
+            raise ValueError("SamplerOptimizer got no parameters")
+        super().__init__([p for _, p in named], {"sampler_step": 0})
+        self.names = [n for n, _ in named]
+        self.sampler = sampler
+        device = named[0][1].device
+        self.generator = torch.Generator(device=device)
+        if seed is not None:
+            self.generator.manual_seed(int(seed))
+        else:
+            self.generator.seed()
+
+    def _params(self):
+        return self.param_groups[0]["params"]
+
+    def _current_state(self, tree):
+        """The sampler's state object for ``tree``, from the stored per-parameter state (a
+        fresh ``sampler.init`` when none is stored or the sampler's state has other fields)."""
+        step = int(self.param_groups[0]["sampler_step"])
+        params = self._params()
+        kind, cls, fields = getattr(self, "_state_layout", (None, None, ()))
+        if kind is not type(self.sampler) or not all(f in self.state[p] for p in params for f in fields):
+            template = self.sampler.init(tree)
+            cls = type(template)
+            fields = tuple(f.name for f in dataclasses.fields(template)
+                           if f.name not in ("params", "step"))
+            self._state_layout = (type(self.sampler), cls, fields)
+            if not all(f in self.state[p] for p in params for f in fields):
+                return dataclasses.replace(template, step=step)
+        stored = {f: {n: self.state[p][f] for n, p in zip(self.names, params)} for f in fields}
+        return cls(params=tree, step=step, **stored)
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        loss = None
+        if closure is not None:
+            with torch.enable_grad():
+                loss = closure()
+        group = self.param_groups[0]
+        params = self._params()
+        grads = {}
+        for name, p in zip(self.names, params):
+            g = torch.zeros_like(p) if p.grad is None else p.grad
+            if not torch.isfinite(g).all():
+                raise FloatingPointError(f"non-finite gradient for {name!r} at sampler step "
+                                         f"{group['sampler_step']}")
+            grads[name] = g
+        state = self._current_state({n: p.detach() for n, p in zip(self.names, params)})
+        new = self.sampler.update(state, grads, generator=self.generator)
+        for name, p in zip(self.names, params):
+            p.copy_(new.params[name])
+            for f in self._state_layout[2]:
+                self.state[p][f] = getattr(new, f)[name]
+        group["sampler_step"] = new.step
+        return loss
+
+    def state_dict(self):
+        out = super().state_dict()
+        out["generator_state"] = self.generator.get_state()
+        return out
+
+    def load_state_dict(self, state_dict):
+        state_dict = dict(state_dict)
+        gen = state_dict.pop("generator_state", None)
+        super().load_state_dict(state_dict)
+        if gen is not None:
+            self.generator.set_state(gen.cpu() if self.generator.device.type == "cpu" else gen)
