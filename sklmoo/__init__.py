@@ -6,7 +6,8 @@ pull in scikit-learn or skorch.
 
 __version__ = "0.1.0.dev0"
 
-_ESTIMATORS = {"MTSGDMultiTaskClassifier": "sklmoo.estimators"}
+_ESTIMATORS = {"MTSGDMultiTaskClassifier": "sklmoo.estimators",
+               "L2ESamplerClassifier": "sklmoo.estimators"}
 
 __all__ = sorted(_ESTIMATORS)
 

@@ -1,5 +1,6 @@
 """scikit-learn / skorch estimators."""
 
+from ._l2e_classifier import L2ESamplerClassifier
 from ._multitask import MTSGDMultiTaskClassifier
 
-__all__ = ["MTSGDMultiTaskClassifier"]
+__all__ = ["L2ESamplerClassifier", "MTSGDMultiTaskClassifier"]

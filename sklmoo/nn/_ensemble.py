@@ -74,6 +74,10 @@ class StackedModules(nn.Module):
         """The stacked parameters, in the members' ``named_parameters`` order."""
         return [getattr(self, self._key(n)) for n in self._param_names]
 
+    def named_member_parameters(self):
+        """``(name in the member, stacked parameter)`` pairs, e.g. ``('0.weight', (M, ...))``."""
+        return [(n, getattr(self, self._key(n))) for n in self._param_names]
+
     def forward(self, x):
         """Evaluate every member on the same input ``x`` -> (M, batch, ...)."""
         params = {n: getattr(self, self._key(n)) for n in self._param_names}

@@ -94,8 +94,16 @@ class MetaSampler(nn.Module):
         """Load meta-parameters from a ``.npz`` in the haiku layout (sklmoo's own files and
         the authors' published ``l2e_official_meta_params.npz`` alike), with its card if any."""
         path = pathlib.Path(path)
-        with np.load(path) as data:
-            arrays = {k: data[k] for k in data.files}
+        if not path.is_file():
+            raise FileNotFoundError(f"no meta-sampler file at {path}")
+        try:
+            with np.load(path, allow_pickle=False) as data:
+                if not hasattr(data, "files"):
+                    raise ValueError("it holds a single array, not named meta-parameters")
+                arrays = {k: data[k] for k in data.files}
+        except Exception as exc:  # zip, pickle and format errors all mean "not a .npz we wrote"
+            raise ValueError(f"cannot read meta-sampler file {path}: not a complete .npz of "
+                             f"meta-parameters ({type(exc).__name__}: {exc})") from None
         missing = [f"{n}_{s}" for n in _LAYERS for s in "wb" if f"{n}_{s}" not in arrays]
         if missing:
             raise ValueError(f"{path} lacks meta-parameters {missing}")
@@ -103,6 +111,14 @@ class MetaSampler(nn.Module):
         if arrays["linear_0_w"].shape[0] != N_FEATURES or arrays["linear_2_w"].shape[1] != 2:
             raise ValueError(f"{path}: expected a {N_FEATURES} -> ... -> 2 MLP, got first layer "
                              f"{arrays['linear_0_w'].shape} and last {arrays['linear_2_w'].shape}")
+        expected = {"linear_0_b": (hidden,), "linear_1_w": (hidden, hidden),
+                    "linear_1_b": (hidden,), "linear_2_b": (2,)}
+        for key, shape in expected.items():
+            if arrays[key].shape != shape:
+                raise ValueError(f"{path}: {key} has shape {arrays[key].shape}, expected {shape}")
+        bad = [k for k, v in arrays.items() if not np.isfinite(v).all()]
+        if bad:
+            raise ValueError(f"{path}: meta-parameters {sorted(bad)} hold NaN or inf")
         card_path = path.with_suffix(".json")
         card = json.loads(card_path.read_text()) if card_path.exists() else {}
         return cls(hidden_units=hidden, card=card).load_weights(arrays)

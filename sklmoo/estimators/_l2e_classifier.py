@@ -1,0 +1,545 @@
+"""L2ESamplerClassifier: a Bayesian neural-network classifier sampled by SG-MCMC chains."""
+
+import math
+import pathlib
+import warnings
+
+import numpy as np
+import torch
+from sklearn.base import ClassifierMixin
+from sklearn.exceptions import ConvergenceWarning, NotFittedError
+from sklearn.preprocessing import LabelEncoder
+from sklearn.utils import check_random_state
+from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.validation import column_or_1d, validate_data
+from skorch import NeuralNet
+from skorch.dataset import unpack_data
+from skorch.utils import to_tensor
+
+from ..diagnostics import function_space_diagnostics
+from ..metrics import entropy_decomposition
+from ..nn import ChainEnsemble, LeNetTrunk, MLPTrunk, TrunkClassifier, member_factory
+from ..samplers import SGMCMC_SAMPLERS, MetaSampler, SamplerOptimizer, make_sgmcmc
+
+_SAMPLE_DTYPES = {"float32": torch.float32, "float16": torch.float16}
+#: an epoch's mean training loss above this multiple of the first epoch's (or of 1) = divergence
+DIVERGENCE_FACTOR = 1e3
+#: fit warns when the function-space R-hat on the probe exceeds this
+RHAT_WARNING = 1.1
+_PROBE_SIZE = 256
+
+
+def _load_meta_sampler(spec):
+    if isinstance(spec, MetaSampler):
+        return spec
+    if isinstance(spec, str) and spec == "default":
+        from ..meta import load_default_meta_sampler
+
+        return load_default_meta_sampler()
+    if isinstance(spec, (str, pathlib.Path)):
+        return MetaSampler.load(spec)
+    raise TypeError(f"meta_sampler must be 'default', a path to a .npz or a MetaSampler, got "
+                    f"{spec!r}")
+
+
+class L2ESamplerClassifier(ClassifierMixin, NeuralNet):
+    """Bayesian neural-network classifier: SG-MCMC chains, by default with L2E's learned sampler.
+
+    ``n_chains`` copies of the network run as independent chains, batched in one vectorised
+    call. Each step computes every chain's mean mini-batch cross-entropy gradient and applies
+    one transition of the sampler: L2E (Kim et al., ICML 2024), whose kinetic-energy gradients
+    come from a meta-learned per-coordinate MLP (sklmoo ships one, meta-trained on digits-derived
+    and synthetic tasks only), or the SGHMC / cyclical SGHMC baselines. After ``burn_in`` epochs,
+    ``n_samples`` parameter draws per chain are collected at evenly spaced epochs; predictions
+    are the Bayesian model average over all draws of all chains.
+
+    The target is the posterior :math:`p(\\theta|D) \\propto \\exp(-N\\,\\overline{\\ell}(\\theta)
+    / T)\\,\\mathcal N(\\theta; 0, \\lambda^{-1} I)` (``T`` the temperature, ``λ`` the prior
+    precision, ``N`` the training-set size).
+
+    A skorch ``NeuralNet``: callbacks, ``history``, ``device='cuda'``, ``save_params`` (the
+    collected samples are part of the module's state; the chains' momenta are the optimizer's),
+    ``warm_start`` and ``set_params(module__...)`` work as in skorch.
+
+    Parameters
+    ----------
+    module : nn.Module class or instance, optional
+        One chain's network, mapping a batch to (batch, n_classes) logits. Default: an MLP
+        (:class:`~sklmoo.nn.MLPTrunk`, two hidden layers of 64) for tabular ``X``, a small CNN
+        (:class:`~sklmoo.nn.LeNetTrunk`) for images given as (n, C, H, W) or flat with
+        ``input_shape``, each followed by a linear layer. ``module__name=value`` sets the
+        arguments (of the trunk, for the defaults).
+    sampler : {'l2e', 'sghmc', 'csgmcmc'}, default='l2e'
+    meta_sampler : 'default', path or MetaSampler, default='default'
+        L2E's meta-parameters: the one sklmoo ships, a ``.npz`` file, or an object.
+    n_chains : int, default=4
+    max_epochs : int, default=200
+        Epochs per call to ``fit``.
+    burn_in : int, optional
+        Epochs discarded before collecting. Default: half of ``max_epochs`` for 'l2e' and
+        'sghmc'; none for 'csgmcmc' (its exploration phases play that role). A continued fit
+        (``warm_start`` or ``partial_fit``) does not burn in again.
+    n_samples : int, default=20
+        Draws collected per chain and fit call, at evenly spaced epoch ends after burn-in (every
+        such epoch when there are fewer); for 'csgmcmc', at evenly spaced steps of the cycles'
+        sampling phases.
+    step_size : float, optional
+        The time step is :math:`\\epsilon = \\sqrt{\\text{step\\_size}/N}`. Default: 1.0 for
+        'l2e' (its meta-training value), 0.03 for 'sghmc', 0.1 (the peak) for 'csgmcmc'.
+    friction : float, optional
+        Friction :math:`a` (the momentum decays by :math:`\\epsilon a` per step). Default: 0.1
+        for 'l2e' (its meta-training value); for 'sghmc' / 'csgmcmc' :math:`0.1/\\epsilon`
+        (momentum 0.9 per step, at the peak step size): the L2E code's 0.1 leaves them nearly
+        frictionless at these time steps, and they do not settle.
+    temperature : float, default=1.0
+        1 samples the Bayesian posterior; below 1 a "cold" posterior.
+    prior_precision : float, default=1.0
+        Precision λ of the isotropic Gaussian prior on all weights (a standard normal prior by
+        default; λ/N is the equivalent weight decay on the mean loss).
+    n_cycles : int, default=4
+        Cycles of the cosine step-size schedule of 'csgmcmc'.
+    n_data : int, optional
+        N in the sampler's update (the likelihood's weight). Default: the training-set size.
+        A larger value sharpens the posterior, as the L2E authors' code does (N = 50000 fixed).
+    sample_dtype : {'float32', 'float16'}, default='float32'
+        Storage type of the collected draws (kept on the CPU).
+    input_shape : tuple of int, optional
+        Shape of one sample when images are passed flat, e.g. ``(1, 8, 8)``.
+    random_state : int, RandomState instance or None
+        Seeds the chains' initialisation, the mini-batch order and the sampler's noise.
+    batch_size, train_split, callbacks, verbose, device, warm_start, **kwargs
+        As in skorch's ``NeuralNet`` (defaults: batches of 32, no validation split, silent).
+        ``optimizer`` and ``lr`` are not used: the sampler moves the weights.
+
+    Attributes
+    ----------
+    classes_ : ndarray
+    n_features_in_ : int
+    module_ : ChainEnsemble
+        The chains and, in ``module_.samples``, the collected draws.
+    n_draws_ : int
+        Draws per chain collected so far.
+    convergence_ : dict or None
+        Function-space R-hat and bulk ESS on a probe of the training inputs, computed at the end
+        of ``fit`` (None with fewer than 4 draws per chain).
+    history : skorch History
+        Per epoch ``train_loss`` (mean over chains) and ``n_draws``.
+
+    Notes
+    -----
+    Divergence (any of: a non-finite loss, gradient or parameter; an epoch's mean training loss
+    above 1000 times the first epoch's) stops ``fit`` with a ``FloatingPointError`` naming the
+    epoch and the chain; the estimator is then not fitted. So does an interrupted fit
+    (``KeyboardInterrupt``), which is re-raised.
+
+    Examples
+    --------
+    >>> from sklearn.datasets import load_iris
+    >>> from sklearn.pipeline import make_pipeline
+    >>> from sklearn.preprocessing import StandardScaler
+    >>> from sklmoo import L2ESamplerClassifier
+    >>> X, y = load_iris(return_X_y=True)
+    >>> clf = make_pipeline(StandardScaler(),
+    ...                     L2ESamplerClassifier(max_epochs=30, n_samples=5, random_state=0))
+    >>> clf = clf.fit(X, y)
+    >>> clf.predict_proba(X[:2]).shape
+    (2, 3)
+    >>> clf[-1].predict_proba_samples(X[:2]).shape     # 4 chains x 5 draws
+    (20, 2, 3)
+    """
+
+    def __init__(self, module=None, *, sampler="l2e", meta_sampler="default", n_chains=4,
+                 max_epochs=200, burn_in=None, n_samples=20, step_size=None, friction=None,
+                 temperature=1.0, prior_precision=1.0, n_cycles=4, n_data=None,
+                 sample_dtype="float32", input_shape=None, random_state=None,
+                 criterion=torch.nn.CrossEntropyLoss, optimizer=SamplerOptimizer, batch_size=32,
+                 train_split=None, verbose=0, **kwargs):
+        super().__init__(module, criterion=criterion, optimizer=optimizer, max_epochs=max_epochs,
+                         batch_size=batch_size, train_split=train_split, verbose=verbose,
+                         **kwargs)
+        self.sampler = sampler
+        self.meta_sampler = meta_sampler
+        self.n_chains = n_chains
+        self.burn_in = burn_in
+        self.n_samples = n_samples
+        self.step_size = step_size
+        self.friction = friction
+        self.temperature = temperature
+        self.prior_precision = prior_precision
+        self.n_cycles = n_cycles
+        self.n_data = n_data
+        self.sample_dtype = sample_dtype
+        self.input_shape = input_shape
+        self.random_state = random_state
+
+    # -- scikit-learn boundary -------------------------------------------------------------
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.non_deterministic = False
+        return tags
+
+    def __sklearn_is_fitted__(self):
+        return bool(getattr(self, "fitted_", False))
+
+    def _check_params(self):
+        def positive_int(name, allow_none=False, allow_zero=False):
+            value = getattr(self, name)
+            if value is None and allow_none:
+                return
+            low = 0 if allow_zero else 1
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
+                raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
+
+        def non_negative(name, strict=False, allow_none=False):
+            value = getattr(self, name)
+            if value is None and allow_none:
+                return
+            if (isinstance(value, bool) or not isinstance(value, (int, float, np.number))
+                    or not np.isfinite(value) or value < 0 or (strict and value == 0)):
+                kind = "positive" if strict else "non-negative"
+                raise ValueError(f"{name} must be a finite {kind} number, got {value!r}")
+
+        if self.sampler not in SGMCMC_SAMPLERS:
+            raise ValueError(f"sampler must be one of {SGMCMC_SAMPLERS}, got {self.sampler!r}")
+        if self.sample_dtype not in _SAMPLE_DTYPES:
+            raise ValueError(f"sample_dtype must be one of {tuple(_SAMPLE_DTYPES)}, got "
+                             f"{self.sample_dtype!r}")
+        for name in ("n_chains", "max_epochs", "n_samples", "n_cycles"):
+            positive_int(name)
+        positive_int("burn_in", allow_none=True, allow_zero=True)
+        positive_int("n_data", allow_none=True)
+        if self.batch_size != -1:
+            positive_int("batch_size")
+        non_negative("step_size", strict=True, allow_none=True)
+        non_negative("friction", allow_none=True)
+        for name in ("temperature", "prior_precision"):
+            non_negative(name)
+        if self.burn_in is not None and self.burn_in >= self.max_epochs:
+            raise ValueError(f"burn_in={self.burn_in} leaves none of the max_epochs="
+                             f"{self.max_epochs} epochs to collect samples")
+        if self.sampler == "l2e":
+            return _load_meta_sampler(self.meta_sampler)
+        return None
+
+    def _validate_X(self, X, reset):
+        X = validate_data(self, X, reset=reset, allow_nd=True, dtype=np.float32)
+        if reset:
+            shape = X.shape[1:]
+            if self.input_shape is not None:
+                shape = tuple(int(s) for s in self.input_shape)
+                if int(np.prod(shape)) != int(np.prod(X.shape[1:])):
+                    raise ValueError(f"input_shape {shape} does not match the "
+                                     f"{int(np.prod(X.shape[1:]))} features of X")
+            self.input_shape_ = tuple(shape)
+        return X
+
+    def _encode_y(self, y, n_samples):
+        if y is None:
+            raise ValueError(f"{type(self).__name__} requires y to be passed, but the target y "
+                             "is None")
+        check_classification_targets(y)
+        y = column_or_1d(y, warn=True)
+        if len(y) != n_samples:
+            raise ValueError(f"X has {n_samples} samples but y has {len(y)}")
+        encoder = LabelEncoder().fit(y)
+        if len(encoder.classes_) < 2:
+            raise ValueError(f"y has only 1 class ({encoder.classes_[0]!r}): a classifier needs "
+                             "samples of at least 2 classes")
+        return encoder.transform(y).astype(np.int64), encoder.classes_
+
+    def fit(self, X, y, **fit_params):
+        """Run the chains on ``(X, y)`` and collect their samples.
+
+        With ``warm_start=True`` on a fitted estimator (same features and classes), the chains
+        continue without burn-in and ``n_samples`` more draws per chain are added; otherwise
+        new chains start.
+
+        Returns
+        -------
+        self
+        """
+        continuing = bool(self.warm_start and self.__sklearn_is_fitted__())
+        return self._fit(X, y, continuing, fit_params)
+
+    def partial_fit(self, X, y, classes=None, **fit_params):
+        """Continue the chains for ``max_epochs`` epochs and collect ``n_samples`` more draws
+        per chain (a first call fits from scratch). ``classes`` is accepted for scikit-learn
+        compatibility; every class must appear in the first call's ``y``.
+
+        Returns
+        -------
+        self
+        """
+        return self._fit(X, y, self.__sklearn_is_fitted__(), fit_params)
+
+    def _fit(self, X, y, continuing, fit_params):
+        meta = self._check_params()
+        if continuing:
+            # checked before anything changes: a refused continuation keeps the fitted model
+            X = self._validate_X(X, reset=False)
+            codes, classes = self._encode_y(y, X.shape[0])
+            if not np.array_equal(self.classes_, classes) or self.module_.n_chains != self.n_chains:
+                raise ValueError(
+                    f"cannot continue the chains: they were fitted on classes "
+                    f"{self.classes_.tolist()} with {self.module_.n_chains} chains; this call has "
+                    f"classes {classes.tolist()} and n_chains={self.n_chains}. Set "
+                    "warm_start=False (or call fit) to start new chains")
+            self.fitted_ = False
+        else:
+            self.fitted_ = False
+            X = self._validate_X(X, reset=True)
+            codes, self.classes_ = self._encode_y(y, X.shape[0])
+        if not continuing:
+            self.seed_ = int(check_random_state(self.random_state).randint(np.iinfo(np.int32).max))
+            self.initialize()
+        dataset_train, _ = self.get_split_datasets(X, codes, **fit_params)
+        n_train = len(dataset_train)
+        batch = n_train if self.batch_size == -1 else min(self.batch_size, n_train)
+        steps_per_epoch = math.ceil(n_train / batch)
+        self.optimizer_.sampler = self._make_sampler(meta, n_train,
+                                                     self.max_epochs * steps_per_epoch)
+        self.optimizer_.param_groups[0]["sampler_step"] = 0
+        self._collect_at = self._collection_steps(continuing, steps_per_epoch)
+        self._epoch_offset = len(self.history)
+        self._first_loss = None
+        NeuralNet.partial_fit(self, X, codes, **fit_params)
+        done = len(self.history) - self._epoch_offset
+        if done < self.max_epochs:
+            raise KeyboardInterrupt(f"fit was interrupted after {done} of {self.max_epochs} "
+                                    "epochs; the estimator is not fitted")
+        self.n_draws_ = len(self.module_.samples)
+        self.convergence_ = self._probe_convergence(X)
+        self.fitted_ = True
+        return self
+
+    def _make_sampler(self, meta, n_train, n_steps):
+        n = self.n_data or n_train
+        if meta is not None:
+            meta = {k: v.detach().to(self.device) for k, v in meta.weights().items()}
+        return make_sgmcmc(self.sampler, n_data=n, step_size=self.step_size,
+                           friction=self.friction, temperature=self.temperature,
+                           weight_decay=self.prior_precision / n, meta=meta, n_steps=n_steps,
+                           n_cycles=self.n_cycles, batch_dims=1)
+
+    def _collection_steps(self, continuing, steps_per_epoch):
+        """Sampler steps of this call (0-based) after which a draw is collected."""
+        epochs = self.max_epochs
+        burn = 0 if continuing else self.burn_in
+        if burn is None:
+            burn = 0 if self.sampler == "csgmcmc" else epochs // 2
+        if self.sampler == "csgmcmc":
+            # any step of a sampling phase (cycles can be shorter than an epoch)
+            sampling = self.optimizer_.sampler.is_sampling
+            candidates = np.array([s for s in range(burn * steps_per_epoch,
+                                                    epochs * steps_per_epoch) if sampling(s)])
+            if len(candidates) == 0:
+                raise ValueError(f"no step after burn-in lies in a sampling phase of the "
+                                 f"{self.n_cycles} cycles: raise max_epochs or lower n_cycles")
+        else:
+            candidates = np.arange(burn + 1, epochs + 1) * steps_per_epoch - 1   # epoch ends
+        n = min(self.n_samples, len(candidates))
+        # evenly spaced, ending at the last candidate
+        index = len(candidates) - 1 - (np.arange(n) * len(candidates)) // n
+        return set(int(s) for s in candidates[index])
+
+    def _probe_convergence(self, X):
+        if self.n_draws_ < 4:
+            return None
+        rng = np.random.default_rng(self.seed_)
+        probe = X[rng.choice(len(X), size=min(_PROBE_SIZE, len(X)), replace=False)]
+        report = function_space_diagnostics(self._proba_draws(probe))
+        summary = {k: report[k] for k in ("rhat", "ess_bulk", "diversity")}
+        if summary["rhat"] > RHAT_WARNING:
+            warnings.warn(f"the chains have not converged: function-space R-hat "
+                          f"{summary['rhat']:.3f} > {RHAT_WARNING} on {len(probe)} training "
+                          "inputs (run more epochs or chains, or check step_size); see "
+                          "diagnose(X)", ConvergenceWarning, stacklevel=3)
+        return summary
+
+    def check_is_fitted(self, attributes=None, *args, **kwargs):
+        """Raise ``NotFittedError`` unless a fit has completed with the current module."""
+        if not self.__sklearn_is_fitted__():
+            raise NotFittedError(f"This {type(self).__name__} instance is not fitted yet: call "
+                                 "fit with appropriate arguments first")
+
+    # -- skorch hooks --------------------------------------------------------------------------
+
+    def initialize_module(self):
+        """Build ``n_chains`` networks sized from the data seen in ``fit`` (no draws yet)."""
+        if not hasattr(self, "classes_"):
+            raise NotFittedError("the network is sized from the data: call fit")
+        self.fitted_ = False          # new weights: whatever was fitted before is gone
+        kwargs = self.get_params_for("module")
+        shape, n_classes = self.input_shape_, len(self.classes_)
+        if self.module is None:
+            if len(shape) == 3:
+                def make():
+                    return TrunkClassifier(LeNetTrunk(in_channels=shape[0], height=shape[1],
+                                                      width=shape[2], **kwargs), n_classes)
+            else:
+                def make():
+                    return TrunkClassifier(MLPTrunk(int(np.prod(shape)), **kwargs), n_classes)
+        else:
+            make = member_factory(self.module, **kwargs)
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(self.seed_)
+            probe = make()
+            with torch.no_grad():
+                out = probe(torch.zeros(1, *shape))
+            if out.shape != (1, n_classes):
+                raise ValueError(f"module maps one sample to an output of shape "
+                                 f"{tuple(out.shape[1:])}; y has {n_classes} classes, so it must "
+                                 f"output ({n_classes},) logits")
+            self.module_ = ChainEnsemble(make, self.n_chains, input_shape=shape,
+                                         sample_dtype=_SAMPLE_DTYPES[self.sample_dtype])
+        return self
+
+    def initialize_criterion(self):
+        """Per-sample losses: each chain's loss is its own mean over the batch."""
+        super().initialize_criterion()
+        if hasattr(self.criterion_, "reduction"):
+            self.criterion_.reduction = "none"
+        return self
+
+    def initialize_optimizer(self, *args, **kwargs):
+        """The sampler's state (momentum, running means, noise generator) lives in a
+        :class:`~sklmoo.samplers.SamplerOptimizer`; the sampler itself is set by ``fit``."""
+        self.optimizer_ = SamplerOptimizer(self.module_.chains.named_member_parameters(),
+                                           sampler=None, seed=self.seed_)
+        return self
+
+    def get_iterator(self, dataset, training=False):
+        """Shuffle training batches by default, with an order seeded by ``random_state``."""
+        if training:
+            defaults = {}
+            if "iterator_train__shuffle" not in vars(self):
+                defaults["shuffle"] = True
+            if "iterator_train__generator" not in vars(self):
+                defaults["generator"] = torch.Generator().manual_seed(
+                    self.seed_ + len(self.history))
+            kwargs = {**defaults, **self.get_params_for("iterator_train")}
+            kwargs.setdefault("batch_size", self.batch_size)
+            if kwargs["batch_size"] == -1:
+                kwargs["batch_size"] = len(dataset)
+            return self.iterator_train(dataset, **kwargs)
+        return super().get_iterator(dataset, training=training)
+
+    def _chain_losses(self, y_pred, y_true):
+        """Every chain's mean cross-entropy over the batch: (batch, chains, classes) -> (chains,)."""
+        target = to_tensor(y_true, device=self.device).long()
+        per = self.criterion_(y_pred.transpose(1, 2), target[:, None].expand(-1, y_pred.shape[1]))
+        return per.mean(dim=0)
+
+    def get_loss(self, y_pred, y_true, X=None, training=False):
+        """Mean over chains of each chain's mean cross-entropy."""
+        return self._chain_losses(y_pred, y_true).mean()
+
+    def train_step_single(self, batch, **fit_params):
+        """Every chain's mean-loss gradient, by one backward pass of the summed chain losses."""
+        self._set_training(True)
+        Xi, yi = unpack_data(batch)
+        y_pred = self.infer(Xi, **fit_params)
+        losses = self._chain_losses(y_pred, yi)
+        bad = torch.nonzero(~torch.isfinite(losses)).flatten().tolist()
+        if bad:
+            raise FloatingPointError(f"chain(s) {bad} diverged in epoch {len(self.history)}: "
+                                     "non-finite training loss; lower step_size")
+        losses.sum().backward()
+        return {"loss": losses.mean().detach(), "y_pred": y_pred}
+
+    def train_step(self, batch, **fit_params):
+        """One sampler transition of all chains (the sampler runs as the optimizer's step)."""
+        try:
+            step = super().train_step(batch, **fit_params)
+        except FloatingPointError as exc:
+            if "epoch" in str(exc):
+                raise
+            raise FloatingPointError(f"sampler diverged in epoch {len(self.history)}: "
+                                     f"{exc}") from exc
+        if self.optimizer_.param_groups[0]["sampler_step"] - 1 in self._collect_at:
+            self.module_.collect()
+        return step
+
+    def on_epoch_end(self, net, **kwargs):
+        """Detect divergence, then collect a draw when this epoch is scheduled for one."""
+        epoch = len(self.history)
+        for name, value in self.module_.chain_tensors().items():
+            finite = torch.isfinite(value.reshape(value.shape[0], -1)).all(dim=1)
+            if not finite.all():
+                bad = torch.nonzero(~finite).flatten().tolist()
+                raise FloatingPointError(f"chain(s) {bad} diverged in epoch {epoch}: non-finite "
+                                         f"parameters in {name!r}; lower step_size")
+        # the epoch's train_loss is recorded by a callback after this hook: average the batches
+        batches = self.history[-1, "batches"]
+        sizes = np.array([b.get("train_batch_size", 1) for b in batches], dtype=float)
+        loss = float(np.average([b["train_loss"] for b in batches], weights=sizes))
+        if self._first_loss is None:
+            self._first_loss = loss
+        elif loss > DIVERGENCE_FACTOR * max(self._first_loss, 1.0):
+            raise FloatingPointError(f"sampler diverged in epoch {epoch}: mean training loss "
+                                     f"{loss:.4g} vs {self._first_loss:.4g} in the first epoch; "
+                                     "lower step_size")
+        self.history.record("n_draws", len(self.module_.samples))
+        super().on_epoch_end(net, **kwargs)
+
+    # -- predictions ---------------------------------------------------------------------------
+
+    def _proba_draws(self, X):
+        """Class probabilities of every draw: (n_chains, n_draws, n_samples, n_classes)."""
+        X = to_tensor(np.asarray(X, dtype=np.float32), device=self.device)
+        self.module_.eval()
+        with torch.no_grad():
+            out = [torch.softmax(self.module_.forward_samples(xb).double(), dim=-1).cpu()
+                   for xb in torch.split(X, max(self.batch_size, 256))]
+        return torch.cat(out, dim=2).transpose(0, 1).numpy()
+
+    def _checked_draws(self, X):
+        self.check_is_fitted()
+        return self._proba_draws(self._validate_X(X, reset=False))
+
+    def predict_proba_samples(self, X):
+        """Class probabilities under every collected draw of every chain.
+
+        Returns
+        -------
+        ndarray of shape (n_chains * n_draws, n_samples, n_classes)
+            Chain-major: chain 0's draws first.
+        """
+        p = self._checked_draws(X)
+        return p.reshape(-1, *p.shape[2:])
+
+    def predict_proba(self, X):
+        """Bayesian model average: the mean class probabilities over all draws,
+        (n_samples, n_classes), columns in ``classes_`` order."""
+        return self.predict_proba_samples(X).mean(axis=0)
+
+    def predict(self, X):
+        """The class with the highest model-averaged probability."""
+        proba = self.predict_proba(X)
+        return self.classes_[proba.argmax(axis=1)]
+
+    def predict_uncertainty(self, X):
+        """Per-sample predictive entropy split (nats).
+
+        Returns
+        -------
+        dict with ``'total'``, ``'aleatoric'`` and ``'epistemic'`` arrays (n_samples,): total
+        entropy of the model average = expected entropy of the draws (aleatoric) + mutual
+        information between label and parameters (epistemic).
+        """
+        parts = entropy_decomposition(self.predict_proba_samples(X))
+        return dict(zip(("total", "aleatoric", "epistemic"), parts))
+
+    def diagnose(self, X):
+        """Convergence of the chains judged on their predictions for ``X``.
+
+        Returns
+        -------
+        dict
+            See :func:`sklmoo.diagnostics.function_space_diagnostics`: ``'rhat'`` (largest
+            rank-normalised split-R-hat over samples and classes; above 1.1 the chains disagree),
+            ``'ess_bulk'`` (smallest bulk ESS), the per-output arrays, and ``'diversity'``
+            (mean pairwise KL between the draws' predictions).
+        """
+        return function_space_diagnostics(self._checked_draws(X))

@@ -1,0 +1,344 @@
+"""L2ESamplerClassifier as a scikit-learn / skorch estimator, and its sampling."""
+
+import pickle
+import warnings
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+from sklearn.base import clone
+from sklearn.datasets import (load_breast_cancer, load_digits, load_iris, load_wine,
+                              make_classification)
+from sklearn.exceptions import ConvergenceWarning, NotFittedError
+from sklearn.model_selection import GridSearchCV, cross_val_score, train_test_split
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import StandardScaler
+from sklearn.utils.estimator_checks import parametrize_with_checks
+from torch.func import functional_call, vmap
+
+from sklmoo import L2ESamplerClassifier
+from sklmoo.meta import load_default_meta_sampler
+from sklmoo.metrics import ece_scorer
+from sklmoo.samplers import L2E, SGHMC, MetaSampler
+
+EXPECTED_FAILED_CHECKS = {
+    # skorch's NeuralNet.__init__ sets history_, initialized_, virtual_params_ and stores
+    # module__* keyword arguments as attributes (that is how skorch routes them)
+    "check_no_attributes_set_in_init": "skorch NeuralNet sets bookkeeping attributes in __init__",
+    # skorch's set_params validates callbacks / modules eagerly and fails on the check's
+    # placeholder values
+    "check_set_params": "skorch.NeuralNet.set_params rejects non-callback values for callbacks",
+}
+
+
+def _small(**kw):
+    params = dict(n_chains=2, max_epochs=6, n_samples=3, batch_size=16, random_state=0,
+                  module__hidden_units=(8,))
+    params.update(kw)
+    return L2ESamplerClassifier(**params)
+
+
+@parametrize_with_checks([_small(), _small(sampler="sghmc")],
+                         expected_failed_checks=lambda est: EXPECTED_FAILED_CHECKS)
+def test_sklearn_compatible(estimator, check):
+    check(estimator)
+
+
+@pytest.fixture(scope="module")
+def wine():
+    X, y = load_wine(return_X_y=True)
+    Xtr, Xte, ytr, yte = train_test_split(X, y, test_size=0.4, stratify=y, random_state=0)
+    sc = StandardScaler().fit(Xtr)
+    return sc.transform(Xtr), ytr, sc.transform(Xte), yte
+
+
+@pytest.fixture(scope="module")
+def fitted(wine):
+    Xtr, ytr, _, _ = wine
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        return L2ESamplerClassifier(max_epochs=60, n_samples=8, random_state=0).fit(Xtr, ytr)
+
+
+def test_defaults_fit_a_held_out_data_set_well(wine, fitted):
+    _, _, Xte, yte = wine
+    proba = fitted.predict_proba(Xte)
+    assert proba.shape == (len(yte), 3)
+    np.testing.assert_allclose(proba.sum(1), 1, rtol=1e-6)
+    assert fitted.score(Xte, yte) > 0.9                       # chance 0.4
+    samples = fitted.predict_proba_samples(Xte)
+    assert samples.shape == (4 * 8, len(yte), 3) and fitted.n_draws_ == 8
+    np.testing.assert_allclose(samples.mean(0), proba, rtol=1e-12)   # BMA = mean over draws
+    unc = fitted.predict_uncertainty(Xte)
+    np.testing.assert_allclose(unc["total"], unc["aleatoric"] + unc["epistemic"], atol=1e-9)
+    assert (unc["epistemic"] >= 0).all() and unc["epistemic"].max() > 0
+    assert fitted.history[-1, "n_draws"] == 8
+    assert set(fitted.convergence_) == {"rhat", "ess_bulk", "diversity"}
+
+
+def test_draws_are_collected_after_burn_in_at_spread_epochs(wine):
+    Xtr, ytr, _, _ = wine
+    clf = _small(max_epochs=10, n_samples=4, burn_in=2, sampler="sghmc").fit(Xtr, ytr)
+    draws = [int(n) for n in clf.history[:, "n_draws"]]
+    assert draws == [0, 0, 0, 1, 1, 2, 2, 3, 3, 4]
+    few = _small(max_epochs=6, n_samples=10, burn_in=3, sampler="sghmc").fit(Xtr, ytr)
+    assert few.n_draws_ == 3                                    # every epoch after burn-in
+    # cycles shorter than an epoch: draws come from steps inside the sampling phases
+    cyc = _small(sampler="csgmcmc", max_epochs=6, n_cycles=4, n_samples=5).fit(Xtr, ytr)
+    assert cyc.n_draws_ == 5 and len(cyc._collect_at) == 5
+    assert all(cyc.optimizer_.sampler.is_sampling(s) for s in cyc._collect_at)
+    cycles = {s // int(np.ceil(6 * np.ceil(len(ytr) / 16) / 4)) for s in cyc._collect_at}
+    assert len(cycles) >= 3                                   # spread over the cycles
+
+
+@pytest.mark.parametrize("name", ["l2e", "sghmc"])
+def test_one_batched_step_equals_the_functional_transition(wine, name):
+    Xtr, ytr, _, _ = wine
+    clf = _small(sampler=name, max_epochs=2, n_samples=1, temperature=0.7).fit(Xtr, ytr)
+    X, y = torch.as_tensor(Xtr[:16], dtype=torch.float32), torch.as_tensor(ytr[:16])
+    chains = clf.module_.chains
+    before = {n: v.detach().clone() for n, v in clf.module_.chain_tensors().items()}
+    opt = clf.optimizer_
+    sampler_state = opt._current_state(before)
+    gen_state = opt.generator.get_state()
+    clf.train_step((X, y))
+    after = clf.module_.chain_tensors()
+    # the same step written with the functional API
+    params = {n: v.clone().requires_grad_(True) for n, v in before.items()}
+    logits = vmap(lambda p: functional_call(chains._skeleton, p, (X,)))(params)
+    loss = sum(torch.nn.functional.cross_entropy(lg, y) for lg in logits)
+    grads = dict(zip(params, torch.autograd.grad(loss, list(params.values()))))
+    n = len(ytr)
+    if name == "l2e":
+        meta = {k: v.detach() for k, v in load_default_meta_sampler().weights().items()}
+        ref = L2E(meta, 1.0, n, temperature=0.7, weight_decay=1.0 / n, batch_dims=1)
+    else:
+        ref = SGHMC(0.03, n, friction=0.1 / np.sqrt(0.03 / n), temperature=0.7,
+                    weight_decay=1.0 / n)
+    sampler_state.params = before
+    new = ref.update(sampler_state, grads,
+                     generator=torch.Generator().set_state(gen_state))
+    for k in before:
+        torch.testing.assert_close(after[k], new.params[k], rtol=1e-5, atol=1e-6)
+        assert not torch.equal(after[k], before[k])
+
+
+def test_same_seed_same_probabilities_and_round_trips(wine, tmp_path):
+    Xtr, ytr, Xte, _ = wine
+    a = _small().fit(Xtr, ytr)
+    b = _small().fit(Xtr, ytr)
+    np.testing.assert_array_equal(a.predict_proba(Xte), b.predict_proba(Xte))
+    assert not np.allclose(a.predict_proba(Xte), _small(random_state=1).fit(Xtr, ytr)
+                           .predict_proba(Xte))
+    c = pickle.loads(pickle.dumps(a))
+    np.testing.assert_array_equal(a.predict_proba(Xte), c.predict_proba(Xte))
+    cl = clone(a)
+    assert cl.get_params()["module__hidden_units"] == (8,) and not hasattr(cl, "classes_")
+    a.save_params(f_params=tmp_path / "params.pt", f_optimizer=tmp_path / "opt.pt")
+    # skorch's pattern: a net sized on the same data, then the saved state loaded into it
+    d = clone(a).set_params(max_epochs=1, n_samples=1, burn_in=0, random_state=5).fit(Xtr, ytr)
+    d.load_params(f_params=tmp_path / "params.pt", f_optimizer=tmp_path / "opt.pt")
+    np.testing.assert_array_equal(a.predict_proba(Xte), d.predict_proba(Xte))
+    for key, value in a.optimizer_.state_dict()["state"].items():     # the chains' momenta
+        torch.testing.assert_close(d.optimizer_.state_dict()["state"][key], value)
+
+
+def test_pipeline_cross_validation_and_grid_search():
+    X, y = load_iris(return_X_y=True)
+    pipe = make_pipeline(StandardScaler(), _small())
+    scores = cross_val_score(pipe, X, y, scoring=ece_scorer,
+                             cv=3)
+    assert np.isfinite(scores).all() and (scores <= 0).all()
+    grid = GridSearchCV(make_pipeline(StandardScaler(), _small()),
+                        {"l2esamplerclassifier__step_size": [0.01, 0.03],
+                         "l2esamplerclassifier__sampler": ["sghmc", "csgmcmc"]},
+                        cv=2, scoring="neg_log_loss").fit(X, y)
+    assert np.isfinite(grid.cv_results_["mean_test_score"]).all()
+    assert grid.predict(X[:4]).shape == (4,)
+
+
+def test_string_labels_series_binary_float16():
+    X, y = load_breast_cancer(return_X_y=True)
+    X = StandardScaler().fit_transform(X)[:200]
+    labels = pd.Series(np.where(y[:200] == 1, "benign", "malignant"), name="diagnosis")
+    clf = _small(sample_dtype="float16").fit(X, labels)
+    assert clf.classes_.tolist() == ["benign", "malignant"]
+    assert set(clf.predict(X[:20])) <= {"benign", "malignant"}
+    assert clf.module_.samples.draws()["head.weight"].dtype == torch.float16
+    assert clf.predict_proba(X[:5]).dtype == np.float64
+
+
+def test_images_get_a_cnn_and_user_modules_work():
+    digits = load_digits()
+    X, y = digits.data[:300] / 16, digits.target[:300]
+    cnn = _small(input_shape=(1, 8, 8), module__channels=(4, 8), module__hidden_units=16,
+                 sampler="sghmc").fit(X, y)
+    assert "trunk.conv.0.weight" in cnn.module_.samples.draws()
+    assert cnn.predict_proba(X[:3]).shape == (3, 10)
+    images = _small(sampler="sghmc", module__channels=(4, 8), module__hidden_units=16).fit(
+        X.reshape(-1, 1, 8, 8), y)
+    assert images.predict(X[:3].reshape(-1, 1, 8, 8)).shape == (3,)
+    linear = dict(module=torch.nn.Linear, module__in_features=64, n_chains=2, max_epochs=4,
+                  n_samples=3, random_state=0)
+    user = L2ESamplerClassifier(module__out_features=10, sampler="sghmc", **linear).fit(X, y)
+    # 4 epochs, the default burn-in of half: 2 epochs left, so 2 of the 3 draws per chain
+    assert user.module_.samples.draws()["weight"].shape == (2, 2, 10, 64)
+    with pytest.raises(ValueError, match="y has 10 classes"):
+        L2ESamplerClassifier(module__out_features=3, **linear).fit(X, y)
+
+
+def test_warm_start_and_partial_fit_continue_the_chains(wine):
+    Xtr, ytr, _, _ = wine
+    clf = _small(warm_start=True, sampler="sghmc").fit(Xtr, ytr)
+    first = clf.predict_proba_samples(Xtr[:5])
+    clf.fit(Xtr, ytr)                               # continues: 3 more draws per chain
+    assert clf.n_draws_ == 6 and len(clf.history) == 12
+    np.testing.assert_array_equal(clf.predict_proba_samples(Xtr[:5]).reshape(2, 6, 5, 3)[:, :3],
+                                  first.reshape(2, 3, 5, 3))
+    clf.partial_fit(Xtr, ytr)
+    assert clf.n_draws_ == 9
+    # a continuation on other classes is refused and leaves the fitted model intact
+    with pytest.raises(ValueError, match="cannot continue the chains"):
+        clf.partial_fit(Xtr[ytr < 2], ytr[ytr < 2])
+    assert clf.n_draws_ == 9 and clf.predict(Xtr[:3]).shape == (3,)
+    with pytest.raises(ValueError, match="features"):
+        clf.partial_fit(Xtr[:, :5], ytr)
+    fresh = clf.set_params(warm_start=False).fit(Xtr[ytr < 2], ytr[ytr < 2])
+    assert fresh.classes_.tolist() == [0, 1] and fresh.n_draws_ == 3
+
+
+def test_function_space_rhat_separates_mixed_from_stuck_chains():
+    # Bayesian logistic regression (a linear module) on overlapping classes: one compact
+    # posterior mode, so the chains mix
+    X, y = make_classification(400, n_features=5, n_informative=3, n_redundant=0, flip_y=0.1,
+                               class_sep=0.8, random_state=0)
+    X = StandardScaler().fit_transform(X)
+    mixed = L2ESamplerClassifier(module=torch.nn.Linear, module__in_features=5,
+                                 module__out_features=2, sampler="sghmc", step_size=0.1,
+                                 max_epochs=200, burn_in=20, n_samples=100, batch_size=64,
+                                 random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        mixed.fit(X, y)
+    assert mixed.convergence_["rhat"] < 1.05
+    report = mixed.diagnose(X[:100])
+    assert report["rhat"] < 1.05 and report["rhat_per_output"].shape == (100, 2)
+    # noise-free chains started apart barely move: they stay where they began
+    stuck = clone(mixed).set_params(temperature=0.0, step_size=1e-7, max_epochs=20, burn_in=0,
+                                    n_samples=20)
+    with pytest.warns(ConvergenceWarning, match="R-hat"):
+        stuck.fit(X, y)
+    assert stuck.diagnose(X[:100])["rhat"] > 1.1
+
+
+def _write(path, arrays):
+    np.savez(path, **arrays)
+    return path
+
+
+@pytest.mark.parametrize("case, error, match", [
+    ("missing", FileNotFoundError, "no meta-sampler file"),
+    ("truncated", ValueError, "cannot read meta-sampler file"),
+    ("pickle", ValueError, "cannot read meta-sampler file"),
+    ("wrong_shape", ValueError, "linear_1_w has shape"),
+    ("non_finite", ValueError, "hold NaN or inf"),
+    ("missing_key", ValueError, "lacks meta-parameters"),
+])
+def test_bad_meta_sampler_files_fail_early(tmp_path, wine, case, error, match):
+    Xtr, ytr, _, _ = wine
+    good = {k: v.detach().numpy() for k, v in MetaSampler().weights().items()}
+    path = tmp_path / "meta.npz"
+    if case == "truncated":
+        _write(path, good)
+        path.write_bytes(path.read_bytes()[:300])
+    elif case == "pickle":
+        path.write_bytes(pickle.dumps(good))
+    elif case == "wrong_shape":
+        _write(path, {**good, "linear_1_w": np.zeros((32, 16), np.float32)})
+    elif case == "non_finite":
+        bad = good["linear_2_b"].copy()
+        bad[0] = np.nan
+        _write(path, {**good, "linear_2_b": bad})
+    elif case == "missing_key":
+        _write(path, {k: v for k, v in good.items() if k != "linear_2_b"})
+    clf = _small(meta_sampler=str(path))
+    with pytest.raises(error, match=match):
+        clf.fit(Xtr, ytr)
+    assert clf.history_ is None                                       # before any epoch
+
+
+@pytest.mark.parametrize("change, match", [
+    ({"X": "nan"}, "NaN"), ({"X": "inf"}, "infinity"), ({"y": "one_class"}, "1 class"),
+    ({"y": "continuous"}, "Unknown label type"), ({"y": "short"}, "samples"),
+    ({"sampler": "hmc"}, "sampler must be one of"), ({"n_chains": 0}, "n_chains"),
+    ({"step_size": -1.0}, "step_size"), ({"burn_in": 6}, "burn_in=6 leaves none"),
+    ({"sample_dtype": "int8"}, "sample_dtype"), ({"temperature": float("nan")}, "temperature"),
+])
+def test_bad_input_raises_early(wine, change, match):
+    Xtr, ytr, _, _ = wine
+    X, y = Xtr.copy(), ytr.copy()
+    if change.pop("X", None) == "nan":
+        X[0, 0] = np.nan
+    if "X" in change:
+        pass
+    kind = change.pop("y", None)
+    if kind == "one_class":
+        y[:] = 1
+    elif kind == "continuous":
+        y = y + 0.5
+    elif kind == "short":
+        y = y[:-1]
+    if change.get("X") == "inf":
+        X[0, 0] = np.inf
+    if match == "infinity":
+        X[0, 0] = np.inf
+        change = {}
+    with pytest.raises(ValueError, match=match):
+        _small(**change).fit(X, y)
+
+
+def test_divergence_is_named_and_leaves_the_estimator_unfitted(wine):
+    Xtr, ytr, _, _ = wine
+    clf = _small(sampler="sghmc", step_size=50.0, max_epochs=30)
+    with pytest.raises(FloatingPointError, match=r"diverged in epoch \d+"):
+        clf.fit(Xtr, ytr)
+    with pytest.raises(NotFittedError):
+        clf.predict(Xtr[:3])
+    # a fitted estimator that then diverges on a refit is not fitted either
+    ok = _small(sampler="sghmc").fit(Xtr, ytr)
+    with pytest.raises(FloatingPointError):
+        ok.set_params(step_size=50.0, max_epochs=30).fit(Xtr, ytr)
+    assert not ok.__sklearn_is_fitted__()
+
+
+def test_interrupt_and_reinitialisation_leave_it_unfitted(wine):
+    from skorch.callbacks import Callback
+
+    class Interrupt(Callback):
+        def on_epoch_end(self, net, **kwargs):
+            if len(net.history) == 2:
+                raise KeyboardInterrupt
+
+    Xtr, ytr, _, _ = wine
+    clf = _small(callbacks=[Interrupt()])
+    with pytest.raises(KeyboardInterrupt, match="interrupted after 2 of 6 epochs"):
+        clf.fit(Xtr, ytr)
+    with pytest.raises(NotFittedError):
+        clf.predict_proba(Xtr[:3])
+    fitted = _small().fit(Xtr, ytr)
+    fitted.set_params(module__hidden_units=(4,))        # skorch re-initialises the chains
+    with pytest.raises(NotFittedError):
+        fitted.predict(Xtr[:3])
+    with pytest.raises(NotFittedError):
+        _small().predict(Xtr[:3])
+    assert _small().__sklearn_is_fitted__() is False
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_fits_on_cuda(wine):
+    Xtr, ytr, Xte, _ = wine
+    clf = _small(device="cuda").fit(Xtr, ytr)
+    assert next(clf.module_.parameters()).is_cuda
+    assert clf.module_.samples.draws()["head.weight"].device.type == "cpu"
+    assert clf.predict(Xte[:5]).shape == (5,)
