@@ -20,7 +20,7 @@ from torch import nn
 from torch.func import functional_call
 
 from sklmoo.meta import load_default_meta_sampler
-from sklmoo.samplers import L2E, SGHMC
+from sklmoo.samplers import L2E, make_sgmcmc
 
 X, y = load_wine(return_X_y=True)
 X_train, X_test, y_train, y_test = train_test_split(X, y, test_size=0.4, stratify=y,
@@ -58,7 +58,8 @@ def run(sampler, n_steps=1500, thin=50, burn_in=500, seed=0):
 
 n = len(y_train)
 curves = {"L2E (shipped)": run(L2E(load_default_meta_sampler(), step_size=1.0, n_data=n)),
-          "SGHMC": run(SGHMC(step_size=0.03, n_data=n))}
+          # friction at its default, 0.1 / epsilon: momentum 0.9 per step
+          "SGHMC": run(make_sgmcmc("sghmc", n_data=n, step_size=0.03))}
 fig, axes = plt.subplots(1, 2, figsize=(9, 3.5))
 for name, c in curves.items():
     axes[0].plot(c[:, 0], c[:, 1], label=name)

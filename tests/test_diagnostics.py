@@ -1,5 +1,8 @@
 """R-hat and bulk ESS against ArviZ (an independent implementation), and their properties."""
 
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
@@ -73,3 +76,10 @@ def test_constant_quantity_is_nan_and_left_out_of_the_summary():
 def test_bad_draws_raise(bad, match):
     with pytest.raises(ValueError, match=match):
         rhat(bad)
+
+
+def test_diagnostics_layer_is_numpy_only():
+    code = ("import sys, sklmoo.diagnostics; print(sorted({m.split('.')[0] for m in sys.modules} "
+            "& {'torch', 'sklearn', 'skorch'}))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
