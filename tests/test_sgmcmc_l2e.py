@@ -205,3 +205,45 @@ def test_task_distribution_never_uses_held_out_sets():
         out = model(task.X_train[:5])
         assert out.shape == (5, task.n_classes)
         assert task.y_train.max() < task.n_classes
+
+
+@pytest.mark.parametrize("make", [
+    lambda: SGHMC(0.1, 10),
+    lambda: L2E(MetaSampler(), 0.1, 10),
+])
+def test_non_finite_or_mis_shaped_gradients_are_refused(make):
+    sampler = make()
+    params = {"w": torch.zeros(3, 1), "b": torch.zeros(2)}
+    state = sampler.init(params)
+    bad = {"w": torch.zeros(3, 1), "b": torch.tensor([0.0, float("nan")])}
+    with pytest.raises(FloatingPointError, match="non-finite gradient for 'b' at step 0"):
+        sampler.update(state, bad)
+    with pytest.raises(ValueError, match=r"gradient for 'w' has shape \(3,\), the parameter "
+                                         r"\(3, 1\)"):
+        sampler.update(state, {"w": torch.zeros(3), "b": torch.zeros(2)})
+    with pytest.raises(ValueError, match="no gradient for parameter 'b'"):
+        sampler.update(state, {"w": torch.zeros(3, 1)})
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(step_size=-0.1), "step_size"), (dict(n_data=0), "n_data"),
+    (dict(friction=float("nan")), "friction"), (dict(temperature=-1.0), "temperature"),
+    (dict(n_cycles=0), "n_cycles"), (dict(n_steps=0), "n_steps"),
+    (dict(exploration_fraction=1.0), "exploration_fraction"),
+])
+def test_degenerate_sampler_settings_are_refused(kwargs, match):
+    settings = dict(step_size=0.1, n_data=10, n_steps=100)
+    settings.update(kwargs)
+    with pytest.raises(ValueError, match=match):
+        CyclicalSGHMC(settings.pop("step_size"), settings.pop("n_data"), **settings)
+
+
+def test_meta_sampler_file_errors_name_the_problem(tmp_path):
+    np.save(tmp_path / "single.npy", np.zeros(3))
+    with pytest.raises(ValueError, match="cannot read meta-sampler file"):
+        MetaSampler.load(tmp_path / "single.npy")
+    (tmp_path / "text.npz").write_text("not a zip")
+    with pytest.raises(ValueError, match="cannot read meta-sampler file"):
+        MetaSampler.load(tmp_path / "text.npz")
+    with pytest.raises(FileNotFoundError, match="no meta-sampler file"):
+        MetaSampler.load(tmp_path / "absent.npz")

@@ -1,7 +1,10 @@
 """Meta-training of the L2E meta-sampler with antithetic ES (the paper's Algorithm 1)."""
 
+import copy
 import json
+import math
 import pathlib
+import signal
 import sys
 import time
 
@@ -9,6 +12,7 @@ import numpy as np
 import torch
 
 from .. import __version__
+from .._io import atomic_write, atomic_write_text
 from ..samplers import MetaSampler
 from ..samplers._l2e import GRADIENT_DECAYS
 from ._es import antithetic_es_gradient
@@ -73,6 +77,16 @@ class MetaTrainer:
                            seed=seed, warm_start=warm)
         if meta_loss not in ("bma", "ce"):
             raise ValueError(f"meta_loss must be 'bma' or 'ce', got {meta_loss!r}")
+        for name in ("inner_steps", "n_pairs", "batch_size", "n_samples"):
+            value = self.config[name]
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        for name, low_ok in (("sigma", False), ("lr", False), ("clip", False),
+                             ("step_size", False), ("temperature", True)):
+            value = self.config[name]
+            if not (np.isfinite(value) and (value > 0 or (low_ok and value == 0))):
+                kind = "non-negative" if low_ok else "positive"
+                raise ValueError(f"{name} must be a finite {kind} number, got {value!r}")
         torch.manual_seed(seed)
         self.meta = MetaSampler()
         if warm:
@@ -111,8 +125,12 @@ class MetaTrainer:
         return self.curve[-1]
 
     def meta_sampler(self):
-        """The current meta-parameters as a :class:`MetaSampler` with its card."""
-        meta = MetaSampler(card=self.card())
+        """The current meta-parameters as a :class:`MetaSampler` with its card.
+
+        Leaves torch's global random state untouched (building the module would otherwise
+        draw its throw-away initial weights from it and change the rest of the run)."""
+        with torch.random.fork_rng(devices=[]):
+            meta = MetaSampler(card=self.card())
         return meta.load_weights({k: v.detach() for k, v in
                                   self.meta.unflatten(self.phi.detach()).items()})
 
@@ -123,27 +141,43 @@ class MetaTrainer:
                 "seed": self.config["seed"], "torch_version": torch.__version__}
 
     def state_dict(self):
-        return {"phi": self.phi.detach().clone(), "optimizer": self.optimizer.state_dict(),
-                "step": self.step, "curve": self.curve, "config": self.config,
-                "rng": self.rng.bit_generator.state, "generator": self.generator.get_state()}
+        """Everything a resumed run needs to continue exactly as an uninterrupted one: the
+        meta-parameters, Adam's state, the task and ES random states, and torch's global random
+        state (the inner networks are initialised from it)."""
+        return {"phi": self.phi.detach().clone(),
+                "optimizer": copy.deepcopy(self.optimizer.state_dict()),
+                "step": self.step, "curve": list(self.curve), "config": dict(self.config),
+                "rng": copy.deepcopy(self.rng.bit_generator.state),
+                "generator": self.generator.get_state(),
+                "torch_rng": torch.get_rng_state()}
 
     def load_state_dict(self, state):
+        """Restore a :meth:`state_dict`; its config must equal this trainer's."""
+        changed = {k: (state["config"].get(k), v) for k, v in self.config.items()
+                   if state["config"].get(k) != v}
+        if changed:
+            raise ValueError("the checkpoint was made with other settings (checkpoint, now): "
+                             + ", ".join(f"{k}: {a!r} != {b!r}" for k, (a, b) in
+                                         sorted(changed.items())))
         with torch.no_grad():
             self.phi.copy_(state["phi"])
         self.optimizer.load_state_dict(state["optimizer"])
         self.step, self.curve = state["step"], list(state["curve"])
         self.rng.bit_generator.state = state["rng"]
         self.generator.set_state(state["generator"])
+        if "torch_rng" in state:
+            torch.set_rng_state(state["torch_rng"])
 
 
-def main(argv=None):
+def _parse(argv):
     import argparse
-
-    from tqdm import tqdm
 
     parser = argparse.ArgumentParser(
         prog="python -m sklmoo.meta.train",
-        description="Meta-train an L2E meta-sampler with antithetic ES on CPU-sized tasks.")
+        description="Meta-train an L2E meta-sampler with antithetic ES on CPU-sized tasks. "
+                    "Writes OUT/checkpoint.pt, OUT/l2e_meta.npz (+ .json card) and "
+                    "OUT/curve.json, each atomically; SIGINT / SIGTERM save the last completed "
+                    "outer step and exit; --resume continues exactly.")
     parser.add_argument("--out", required=True, help="output directory")
     parser.add_argument("--outer-steps", type=int, default=1000)
     parser.add_argument("--inner-steps", type=int, default=600)
@@ -158,6 +192,45 @@ def main(argv=None):
     parser.add_argument("--resume", action="store_true", help="continue from OUT/checkpoint.pt")
     parser.add_argument("--threads", type=int, default=1)
     args = parser.parse_args(argv)
+    for name in ("outer_steps", "inner_steps", "n_pairs", "checkpoint_every", "threads"):
+        if getattr(args, name) < 1:
+            parser.error(f"--{name.replace('_', '-')} must be at least 1, got "
+                         f"{getattr(args, name)}")
+    for name in ("sigma", "lr", "step_size"):
+        value = getattr(args, name)
+        if not (math.isfinite(value) and value > 0):
+            parser.error(f"--{name.replace('_', '-')} must be a finite positive number, got "
+                         f"{value}")
+    if not (math.isfinite(args.temperature) and args.temperature >= 0):
+        parser.error(f"--temperature must be a finite non-negative number, got "
+                     f"{args.temperature}")
+    ckpt = pathlib.Path(args.out) / "checkpoint.pt"
+    if args.resume and not ckpt.exists():
+        parser.error(f"--resume: no checkpoint at {ckpt}")
+    if not args.resume and ckpt.exists():
+        parser.error(f"{ckpt} exists: pass --resume to continue that run, or choose another "
+                     "--out")
+    return parser, args
+
+
+class _Stop(Exception):
+    """Raised by the SIGTERM handler (SIGINT raises KeyboardInterrupt)."""
+
+
+def _write_outputs(out, state, meta, curve):
+    atomic_write(out / "checkpoint.pt", lambda f: torch.save(state, f))
+    meta.save(out / "l2e_meta")
+    atomic_write_text(out / "curve.json", json.dumps(curve))
+
+
+def main(argv=None):
+    """The command line: ``python -m sklmoo.meta.train --out DIR ...`` (see ``--help``).
+
+    Exit status 0 when the run is complete, 130 when SIGINT / SIGTERM stopped it (after saving
+    the last completed outer step), 2 for invalid arguments or a conflicting ``--resume``."""
+    from tqdm import tqdm
+
+    parser, args = _parse(argv)
     torch.set_num_threads(args.threads)
     out = pathlib.Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -165,21 +238,47 @@ def main(argv=None):
                           lr=args.lr, meta_loss=args.meta_loss, step_size=args.step_size,
                           temperature=args.temperature, seed=args.seed)
     ckpt = out / "checkpoint.pt"
-    if args.resume and ckpt.exists():
-        trainer.load_state_dict(torch.load(ckpt, weights_only=False))
+    if args.resume:
+        try:
+            trainer.load_state_dict(torch.load(ckpt, weights_only=False))
+        except ValueError as exc:
+            parser.error(f"--resume: {exc}")
+    command = "python -m sklmoo.meta.train " + " ".join(
+        argv if argv is not None else sys.argv[1:])
     start = time.time()
+
+    def snapshot():
+        meta = trainer.meta_sampler()
+        meta.card["command"] = command
+        meta.card["wall_seconds_this_run"] = round(time.time() - start, 1)
+        return trainer.state_dict(), meta, list(trainer.curve)
+
+    def on_term(signum, frame):
+        raise _Stop()
+
+    previous = signal.signal(signal.SIGTERM, on_term)
+    last = snapshot()                       # the state after the last completed outer step
     bar = tqdm(total=args.outer_steps, initial=trainer.step, desc="meta-training")
-    while trainer.step < args.outer_steps:
-        step, loss, name = trainer.outer_step()
-        bar.update(1)
-        bar.set_postfix(meta_loss=f"{loss:.3f}", task=name[:24])
-        if step % args.checkpoint_every == 0 or step == args.outer_steps:
-            torch.save(trainer.state_dict(), ckpt)
-            meta = trainer.meta_sampler()
-            meta.card["command"] = "python -m sklmoo.meta.train " + " ".join(
-                argv if argv is not None else sys.argv[1:])
-            meta.card["wall_seconds_this_run"] = round(time.time() - start, 1)
-            meta.save(out / "l2e_meta")
-            (out / "curve.json").write_text(json.dumps(trainer.curve))
+    try:
+        while trainer.step < args.outer_steps:
+            step, loss, name = trainer.outer_step()
+            last = snapshot()
+            bar.update(1)
+            bar.set_postfix(meta_loss=f"{loss:.3f}", task=name[:24])
+            if step % args.checkpoint_every == 0 or step == args.outer_steps:
+                _write_outputs(out, *last)
+        if trainer.step == last[0]["step"] and not (out / "l2e_meta.npz").exists():
+            _write_outputs(out, *last)
+    except (KeyboardInterrupt, _Stop):
+        # no second interrupt while the last completed step is written
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        _write_outputs(out, *last)
+        bar.close()
+        print(f"\nstopped: saved outer step {last[0]['step']} to {out}; continue with --resume",
+              file=sys.stderr)
+        raise SystemExit(130)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
     bar.close()
     return trainer

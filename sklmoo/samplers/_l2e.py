@@ -9,7 +9,9 @@ import numpy as np
 import torch
 from torch import nn
 
-from ._sgmcmc import add_thermal_noise, as_tree, like_input, time_step
+from .._io import atomic_write, atomic_write_text
+from ._sgmcmc import (add_thermal_noise, as_tree, check_sampler_settings, checked_gradients,
+                      like_input, time_step)
 
 #: decays of the six running gradient means fed to the meta-model
 GRADIENT_DECAYS = (0.1, 0.5, 0.9, 0.99, 0.999, 0.9999)
@@ -81,12 +83,18 @@ class MetaSampler(nn.Module):
         return self
 
     def save(self, path):
-        """Write ``path`` (.npz) and the card as ``path`` with suffix ``.json``."""
+        """Write ``path`` (.npz) and the card as ``path`` with suffix ``.json``, each atomically;
+        non-finite meta-parameters are refused."""
         path = pathlib.Path(path).with_suffix(".npz")
-        path.parent.mkdir(parents=True, exist_ok=True)
-        np.savez(path, **{k: v.detach().cpu().numpy().astype(np.float32)
-                          for k, v in self.weights().items()})
-        path.with_suffix(".json").write_text(json.dumps(self.card, indent=1, sort_keys=True))
+        arrays = {k: v.detach().cpu().numpy().astype(np.float32)
+                  for k, v in self.weights().items()}
+        bad = [k for k, v in arrays.items() if not np.isfinite(v).all()]
+        if bad:
+            raise FloatingPointError(f"refusing to save non-finite meta-parameters {bad}")
+        # each file is replaced whole: an interrupted save leaves the previous version readable
+        atomic_write(path, lambda f: np.savez(f, **arrays))
+        atomic_write_text(path.with_suffix(".json"), json.dumps(self.card, indent=1,
+                                                                sort_keys=True))
         return path
 
     @classmethod
@@ -212,6 +220,7 @@ class L2E:
 
     def __init__(self, meta, step_size=1.0, n_data=1, *, friction=0.1, temperature=1.0,
                  weight_decay=0.0, batch_dims=0):
+        check_sampler_settings(step_size, n_data, friction, temperature, weight_decay)
         self.meta = meta
         self.step_size = step_size
         self.n_data = n_data
@@ -248,7 +257,8 @@ class L2E:
         """One L2E transition given the mean-loss gradients at ``state.params``."""
         weights = self._weights()
         params, momentum = as_tree(state.params), as_tree(state.momentum)
-        means_tree, g = as_tree(state.grad_means), as_tree(grads)
+        means_tree = as_tree(state.grad_means)
+        g = checked_gradients(params, grads, state.step)
         eps = time_step(self.step_size, self.n_data)
         a, n = self.friction, self.n_data
         keys = list(params)

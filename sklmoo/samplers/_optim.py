@@ -87,13 +87,9 @@ class SamplerOptimizer(torch.optim.Optimizer):
                 loss = closure()
         group = self.param_groups[0]
         params = self._params()
-        grads = {}
-        for name, p in zip(self.names, params):
-            g = torch.zeros_like(p) if p.grad is None else p.grad
-            if not torch.isfinite(g).all():
-                raise FloatingPointError(f"non-finite gradient for {name!r} at sampler step "
-                                         f"{group['sampler_step']}")
-            grads[name] = g
+        # the sampler rejects non-finite gradients (naming the tensor) before anything moves
+        grads = {name: torch.zeros_like(p) if p.grad is None else p.grad
+                 for name, p in zip(self.names, params)}
         state = self._current_state({n: p.detach() for n, p in zip(self.names, params)})
         new = self.sampler.update(state, grads, generator=self.generator)
         for name, p in zip(self.names, params):

@@ -8,6 +8,7 @@ Leading ``batch_dims`` axes of every tensor index independent chains.
 """
 
 import math
+import numbers
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,6 +22,39 @@ def as_tree(params):
     if isinstance(params, dict) and all(torch.is_tensor(v) for v in params.values()):
         return dict(params)
     raise TypeError("params must be a tensor or a dict of tensors")
+
+
+def checked_gradients(params, grads, step):
+    """``grads`` as a tree matching ``params`` key by key and shape by shape, all finite.
+
+    Raises ``ValueError`` for a missing key or a shape that would only broadcast, and
+    ``FloatingPointError`` naming the tensor and the step for NaN / inf (one NaN would
+    otherwise spread through the whole tensor and, in L2E, stay in the running means)."""
+    g = as_tree(grads)
+    for k, theta in params.items():
+        if k not in g:
+            raise ValueError(f"no gradient for parameter {k!r}")
+        if g[k].shape != theta.shape:
+            raise ValueError(f"gradient for {k!r} has shape {tuple(g[k].shape)}, the parameter "
+                             f"{tuple(theta.shape)}")
+        if not torch.isfinite(g[k]).all():
+            raise FloatingPointError(f"non-finite gradient for {k!r} at step {step}")
+    return g
+
+
+def _is_real(value):
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
+
+
+def check_sampler_settings(step_size, n_data, friction, temperature, weight_decay):
+    """Reject settings that would give a silent NaN or a meaningless chain."""
+    for name, value in (("step_size", step_size), ("n_data", n_data)):
+        if not (_is_real(value) and math.isfinite(value) and value > 0):
+            raise ValueError(f"{name} must be a finite positive number, got {value!r}")
+    for name, value in (("friction", friction), ("temperature", temperature),
+                        ("weight_decay", weight_decay)):
+        if not (_is_real(value) and math.isfinite(value) and value >= 0):
+            raise ValueError(f"{name} must be a finite non-negative number, got {value!r}")
 
 
 def like_input(tree, template):
@@ -92,6 +126,7 @@ class SGHMC:
 
     def __init__(self, step_size=1.0, n_data=1, *, friction=0.1, temperature=1.0,
                  weight_decay=0.0):
+        check_sampler_settings(step_size, n_data, friction, temperature, weight_decay)
         self.step_size = step_size
         self.n_data = n_data
         self.friction = friction
@@ -114,7 +149,8 @@ class SGHMC:
 
     def update(self, state, grads, generator=None):
         """One transition given the mean-loss gradients at ``state.params``."""
-        params, momentum, g = as_tree(state.params), as_tree(state.momentum), as_tree(grads)
+        params, momentum = as_tree(state.params), as_tree(state.momentum)
+        g = checked_gradients(params, grads, state.step)
         eps = self.epsilon(state.step)
         temp = self.temperature_at(state.step)
         a, n = self.friction, self.n_data
@@ -157,6 +193,12 @@ class CyclicalSGHMC(SGHMC):
                  exploration_fraction=0.8, friction=0.1, temperature=1.0, weight_decay=0.0):
         super().__init__(step_size, n_data, friction=friction, temperature=temperature,
                          weight_decay=weight_decay)
+        for name, value in (("n_steps", n_steps), ("n_cycles", n_cycles)):
+            if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
+                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        if not 0 <= exploration_fraction < 1:
+            raise ValueError(f"exploration_fraction must be in [0, 1), got "
+                             f"{exploration_fraction!r}")
         self.n_steps = n_steps
         self.n_cycles = n_cycles
         self.exploration_fraction = exploration_fraction

@@ -1,0 +1,180 @@
+"""The meta-training CLI: argument validation, refused resumes, atomic outputs, and interruption
+at any point (between steps, inside a step, in the middle of a write) followed by an exact
+resume."""
+
+import io
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+import torch
+
+import sklmoo._io
+import sklmoo.meta._train as train_module
+from sklmoo.meta._train import MetaTrainer, main
+from sklmoo.samplers import MetaSampler
+
+TINY = ["--outer-steps", "4", "--inner-steps", "3", "--n-pairs", "1", "--checkpoint-every", "2"]
+
+
+@pytest.fixture(autouse=True)
+def _restore_threads():
+    threads = torch.get_num_threads()
+    yield
+    torch.set_num_threads(threads)
+
+
+def _outputs(out):
+    state = torch.load(out / "checkpoint.pt", weights_only=False)
+    meta = MetaSampler.load(out / "l2e_meta.npz")
+    return state, {k: v.detach().numpy() for k, v in meta.weights().items()}
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory):
+    out = tmp_path_factory.mktemp("reference")
+    main(["--out", str(out), *TINY])
+    return _outputs(out)
+
+
+class _Injector:
+    """Raises KeyboardInterrupt (what SIGINT does) at the k-th instrumented point, once."""
+
+    def __init__(self, k):
+        self.k, self.ticks, self.fired = k, 0, False
+
+    def tick(self, where):
+        self.ticks += 1
+        if self.ticks == self.k and not self.fired:
+            self.fired = True
+            raise KeyboardInterrupt(where)
+
+
+def _instrument(monkeypatch, injector):
+    real_step, real_write, real_replace = (MetaTrainer.outer_step, sklmoo._io.atomic_write,
+                                           os.replace)
+
+    def outer_step(self):
+        injector.tick("before an outer step")
+        real_losses = self._losses
+
+        def losses(task, batch):            # inside the step, between ES evaluations
+            injector.tick("inside an outer step")
+            return real_losses(task, batch)
+
+        self._losses = losses
+        try:
+            return real_step(self)
+        finally:
+            del self._losses
+
+    def atomic_write(path, write):
+        def half_then_rest(f):
+            injector.tick("before writing")
+            buffer = io.BytesIO()
+            write(buffer)
+            blob = buffer.getvalue()
+            f.write(blob[: len(blob) // 2])
+            injector.tick("half-way through a write")
+            f.write(blob[len(blob) // 2:])
+        return real_write(path, half_then_rest)
+
+    def replace(src, dst):
+        injector.tick("before the rename")
+        return real_replace(src, dst)
+
+    monkeypatch.setattr(MetaTrainer, "outer_step", outer_step)
+    for module in (train_module, sys.modules["sklmoo.samplers._l2e"]):
+        monkeypatch.setattr(module, "atomic_write", atomic_write)
+    monkeypatch.setattr(sklmoo._io.os, "replace", replace)
+
+
+def _interrupt_then_resume(tmp_path, monkeypatch, k, reference):
+    out = tmp_path / f"run{k}"
+    injector = _Injector(k)
+    with monkeypatch.context() as m:
+        _instrument(m, injector)
+        try:
+            main(["--out", str(out), *TINY])
+            interrupted = False
+        except SystemExit as exc:
+            assert exc.code == 130
+            interrupted = True
+    assert interrupted == injector.fired
+    # every interruption leaves a loadable checkpoint and meta-sampler ...
+    state, _ = _outputs(out)
+    assert not list(out.glob(".*.tmp"))
+    # ... and --resume finishes with exactly the uninterrupted result
+    if interrupted:
+        main(["--out", str(out), *TINY, "--resume"])
+    state, weights = _outputs(out)
+    ref_state, ref_weights = reference
+    assert state["step"] == 4 and state["curve"] == ref_state["curve"]
+    assert torch.equal(state["phi"], ref_state["phi"])
+    for key, value in ref_weights.items():
+        np.testing.assert_array_equal(weights[key], value)
+
+
+@pytest.mark.parametrize("k", [1, 2, 3, 5, 8, 13, 21])
+def test_interrupted_anywhere_resumes_exactly(tmp_path, monkeypatch, reference, k):
+    _interrupt_then_resume(tmp_path, monkeypatch, k, reference)
+
+
+@pytest.mark.benchmark
+def test_interrupted_anywhere_resumes_exactly_long(tmp_path, monkeypatch, reference):
+    """Every instrumented point of a run, one interruption each (~2 min)."""
+    for k in range(1, 40):
+        _interrupt_then_resume(tmp_path, monkeypatch, k, reference)
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_real_signal_saves_and_exits(tmp_path, signum, reference):
+    out = tmp_path / "signal"
+    args = [sys.executable, "-m", "sklmoo.meta.train", "--out", str(out), "--outer-steps",
+            "400", "--inner-steps", "3", "--n-pairs", "1", "--checkpoint-every", "1000"]
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    seen, deadline = "", time.time() + 120
+    while "meta-training" not in seen and time.time() < deadline:
+        seen += proc.stderr.read(1)            # the progress bar (\r, no newline): training began
+    time.sleep(0.5)
+    proc.send_signal(signum)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err
+    assert "continue with --resume" in err
+    state, _ = _outputs(out)
+    assert 0 <= state["step"] < 400
+
+
+@pytest.mark.parametrize("extra, match", [
+    (["--sigma", "0"], "--sigma must be a finite positive"),
+    (["--outer-steps", "0"], "--outer-steps must be at least 1"),
+    (["--n-pairs", "0"], "--n-pairs must be at least 1"),
+    (["--inner-steps", "0"], "--inner-steps must be at least 1"),
+    (["--checkpoint-every", "0"], "--checkpoint-every must be at least 1"),
+    (["--lr", "nan"], "--lr must be a finite positive"),
+    (["--resume"], "no checkpoint at"),
+])
+def test_degenerate_arguments_exit_2(tmp_path, capsys, extra, match):
+    with pytest.raises(SystemExit) as exc:
+        main(["--out", str(tmp_path / "x"), "--outer-steps", "2", *extra])
+    assert exc.value.code == 2
+    assert match in capsys.readouterr().err
+
+
+def test_resume_with_other_settings_and_overwrite_are_refused(tmp_path, capsys):
+    out = str(tmp_path / "run")
+    main(["--out", out, *TINY])
+    with pytest.raises(SystemExit) as exc:
+        main(["--out", out, *TINY, "--resume", "--sigma", "0.02"])
+    assert exc.value.code == 2
+    assert "sigma: 0.01 != 0.02" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exc:
+        main(["--out", out, *TINY])
+    assert "pass --resume" in capsys.readouterr().err
+    # a longer run may continue a finished one
+    main(["--out", out, "--outer-steps", "5", *TINY[2:], "--resume"])
+    assert torch.load(tmp_path / "run" / "checkpoint.pt", weights_only=False)["step"] == 5
