@@ -178,3 +178,13 @@ def test_resume_with_other_settings_and_overwrite_are_refused(tmp_path, capsys):
     # a longer run may continue a finished one
     main(["--out", out, "--outer-steps", "5", *TINY[2:], "--resume"])
     assert torch.load(tmp_path / "run" / "checkpoint.pt", weights_only=False)["step"] == 5
+
+
+def test_an_interrupted_run_restores_the_signal_handlers(tmp_path, monkeypatch):
+    before = signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)
+    injector = _Injector(2)
+    with monkeypatch.context() as m:
+        _instrument(m, injector)
+        with pytest.raises(SystemExit):
+            main(["--out", str(tmp_path / "run"), *TINY])
+    assert (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)) == before

@@ -256,7 +256,8 @@ def main(argv=None):
     def on_term(signum, frame):
         raise _Stop()
 
-    previous = signal.signal(signal.SIGTERM, on_term)
+    previous = {signal.SIGTERM: signal.signal(signal.SIGTERM, on_term),
+                signal.SIGINT: signal.getsignal(signal.SIGINT)}
     last = snapshot()                       # the state after the last completed outer step
     bar = tqdm(total=args.outer_steps, initial=trainer.step, desc="meta-training")
     try:
@@ -279,6 +280,7 @@ def main(argv=None):
               file=sys.stderr)
         raise SystemExit(130)
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
     bar.close()
     return trainer
