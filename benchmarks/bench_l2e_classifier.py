@@ -292,8 +292,8 @@ def speed():
              "10 epochs per fit, median of 5 interleaved fits each, one thread, quiet machine.",
              "", "| network | data | sghmc s/epoch | l2e s/epoch | l2e / sghmc |",
              "|---|---|---|---|---|"]
-    for name, label in (("breast_cancer", "MLP 64-64 (2.6k parameters)"),
-                        ("digits", "LeNet CNN (6.0k parameters)")):
+    for name, label in (("breast_cancer", "MLP 64-64 (6.3k parameters)"),
+                        ("digits", "LeNet CNN (6.1k parameters)")):
         Xtr, ytr, _, _ = load(name, 0)
         times = {"sghmc": [], "l2e": []}
         for _ in range(5):
