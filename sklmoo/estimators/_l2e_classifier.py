@@ -519,6 +519,19 @@ class L2ESamplerClassifier(ClassifierMixin, NeuralNet):
         proba = self.predict_proba(X)
         return self.classes_[proba.argmax(axis=1)]
 
+    def score(self, X, y, sample_weight=None):
+        """Accuracy of :meth:`predict` on ``(X, y)``; a label never seen in fit counts as a
+        wrong prediction.
+
+        Returns
+        -------
+        float
+        """
+        from sklearn.metrics import accuracy_score
+
+        return float(accuracy_score(column_or_1d(y), self.predict(X),
+                                    sample_weight=sample_weight))
+
     def predict_uncertainty(self, X):
         """Per-sample predictive entropy split (nats).
 

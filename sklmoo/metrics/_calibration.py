@@ -1,5 +1,7 @@
 """Calibration and ensemble metrics: ECE, class-wise ECE, Brier score, NLL, pairwise KL."""
 
+import warnings
+
 import numpy as np
 
 from ._validation import aggregate, tasks_and_weights
@@ -40,9 +42,14 @@ def binned_calibration(confidence, correct, sample_weight, n_bins=10, strategy="
     edges = bin_edges(confidence, n_bins, strategy)
     idx = np.clip(np.searchsorted(edges, confidence, side="left") - 1, 0, len(edges) - 2)
     n = len(edges) - 1
-    w = np.bincount(idx, weights=sample_weight, minlength=n)
-    conf = np.bincount(idx, weights=sample_weight * confidence, minlength=n)
-    acc = np.bincount(idx, weights=sample_weight * correct, minlength=n)
+    if sample_weight is None:                      # every sample counts once
+        w = np.bincount(idx, minlength=n).astype(np.float64)
+        conf = np.bincount(idx, weights=confidence, minlength=n)
+        acc = np.bincount(idx, weights=correct, minlength=n)
+    else:
+        w = np.bincount(idx, weights=sample_weight, minlength=n)
+        conf = np.bincount(idx, weights=sample_weight * confidence, minlength=n)
+        acc = np.bincount(idx, weights=sample_weight * correct, minlength=n)
     nonempty = w > 0
     w, conf, acc = w[nonempty], conf[nonempty], acc[nonempty]
     return conf / w, acc / w, w / w.sum(), edges
@@ -57,21 +64,45 @@ def _gap(mean_conf, acc, weight, norm):
     return float(gap.max())
 
 
-def _task_metric(per_task, y_true, y_proba, labels, sample_weight, multioutput):
+_UNKNOWN = ("raise", "count_as_wrong")
+
+
+def _task_metric(per_task, y_true, y_proba, labels, sample_weight, multioutput,
+                 unknown_labels="raise"):
     """Validate the inputs, apply ``per_task(codes, proba, sample_weight) -> float`` to every
-    task and combine the tasks as ``multioutput`` says."""
-    tasks, multitask, sw = tasks_and_weights(y_true, y_proba, labels, sample_weight)
-    return aggregate([per_task(codes, proba, sw) for codes, proba in tasks], multitask,
-                     multioutput)
+    task and combine the tasks as ``multioutput`` says.
+
+    Samples whose label is missing (NaN / None) are left out of their task; a task with no
+    labelled sample gets NaN in ``'raw_values'`` and is left out of the averages (with a
+    warning); all tasks unlabelled raises."""
+    if unknown_labels not in _UNKNOWN:
+        raise ValueError(f"unknown_labels must be one of {_UNKNOWN}, got {unknown_labels!r}")
+    tasks, multitask = tasks_and_weights(y_true, y_proba, labels, sample_weight, unknown_labels)
+    if all(t is None for t in tasks):
+        raise ValueError("y_true has no labelled sample (every label is missing)")
+    values = np.array([np.nan if t is None else per_task(*t) for t in tasks])
+    if np.isnan(values).any():
+        warnings.warn(f"tasks {np.flatnonzero(np.isnan(values)).tolist()} have no labelled "
+                      "sample: left out of the average (NaN in raw_values)", UserWarning,
+                      stacklevel=3)
+    return aggregate(values, multitask, multioutput)
+
+
+def _true_class_proba(codes, proba):
+    """p(true class) per sample; 0 for a label outside the known classes (code -1)."""
+    picked = np.take_along_axis(proba, np.maximum(codes, 0)[:, None], axis=1)[:, 0]
+    return np.where(codes >= 0, picked.astype(np.float64), 0.0)
 
 
 def _top_label(codes, proba):
     pred = proba.argmax(axis=1)
-    return proba[np.arange(len(pred)), pred], (pred == codes).astype(np.float64)
+    conf = np.take_along_axis(proba, pred[:, None], axis=1)[:, 0]
+    return conf, (pred == codes).astype(np.float64)
 
 
 def expected_calibration_error(y_true, y_proba, *, n_bins=10, strategy="uniform", norm="l1",
-                               labels=None, sample_weight=None, multioutput="uniform_average"):
+                               labels=None, sample_weight=None, multioutput="uniform_average",
+                               unknown_labels="raise"):
     r"""Top-label expected calibration error.
 
     :math:`\mathrm{ECE} = \sum_m \frac{|B_m|}{N} |\mathrm{acc}(B_m) - \mathrm{conf}(B_m)|`
@@ -101,6 +132,15 @@ def expected_calibration_error(y_true, y_proba, *, n_bins=10, strategy="uniform"
     sample_weight : array-like of shape (n_samples,), optional
     multioutput : {'uniform_average', 'raw_values'} or array-like of task weights
         How to combine the tasks of a multi-task ``y_true``.
+    unknown_labels : {'raise', 'count_as_wrong'}, default='raise'
+        A label of ``y_true`` that is not in ``labels`` raises, or counts as a sample whose
+        true class got probability 0 (what a classifier deserves for a class its training
+        fold never held; the scorers use this).
+
+    Notes
+    -----
+    Missing labels (NaN / None in ``y_true``) are left out of their task; a task without any
+    labelled sample gives NaN in ``'raw_values'`` and is left out of the averages.
 
     Returns
     -------
@@ -121,12 +161,13 @@ def expected_calibration_error(y_true, y_proba, *, n_bins=10, strategy="uniform"
         mean_conf, acc, weight, _ = binned_calibration(conf, correct, sw, n_bins, strategy)
         return _gap(mean_conf, acc, weight, norm)
 
-    return _task_metric(per_task, y_true, y_proba, labels, sample_weight, multioutput)
+    return _task_metric(per_task, y_true, y_proba, labels, sample_weight, multioutput,
+                        unknown_labels)
 
 
 def classwise_calibration_error(y_true, y_proba, *, n_bins=10, strategy="uniform", norm="l1",
                                 labels=None, sample_weight=None,
-                                multioutput="uniform_average"):
+                                multioutput="uniform_average", unknown_labels="raise"):
     r"""Class-wise ECE (Kull et al., 2019): the mean over classes c of the calibration error of
     :math:`p(c|x)` against the indicator :math:`1[y=c]`, each class binned on its own.
 
@@ -150,11 +191,12 @@ def classwise_calibration_error(y_true, y_proba, *, n_bins=10, strategy="uniform
             per_class.append(_gap(mean_conf, acc, weight, norm))
         return float(np.mean(per_class))
 
-    return _task_metric(per_task, y_true, y_proba, labels, sample_weight, multioutput)
+    return _task_metric(per_task, y_true, y_proba, labels, sample_weight, multioutput,
+                        unknown_labels)
 
 
 def brier_score(y_true, y_proba, *, labels=None, sample_weight=None,
-                multioutput="uniform_average"):
+                multioutput="uniform_average", unknown_labels="raise"):
     r"""Multiclass Brier score summed over classes, as in the MT-SGD paper:
     :math:`\frac1N\sum_i\sum_c (1[y_i=c] - p(c|x_i))^2`, in [0, 2].
 
@@ -171,14 +213,16 @@ def brier_score(y_true, y_proba, *, labels=None, sample_weight=None,
     0.2
     """
     def per_task(codes, proba, sw):
-        onehot = np.eye(proba.shape[1])[codes]
-        return float(np.average(((onehot - proba) ** 2).sum(axis=1), weights=sw))
+        # sum_c (1[y=c] - p_c)^2 = sum_c p_c^2 - 2 p_y + 1, without an (n, C) one-hot matrix
+        squares = np.einsum("ij,ij->i", proba, proba, dtype=np.float64)
+        return float(np.average(squares - 2 * _true_class_proba(codes, proba) + 1, weights=sw))
 
-    return _task_metric(per_task, y_true, y_proba, labels, sample_weight, multioutput)
+    return _task_metric(per_task, y_true, y_proba, labels, sample_weight, multioutput,
+                        unknown_labels)
 
 
 def negative_log_likelihood(y_true, y_proba, *, labels=None, sample_weight=None, eps=1e-15,
-                            multioutput="uniform_average"):
+                            multioutput="uniform_average", unknown_labels="raise"):
     r"""Mean negative log-likelihood of the true labels, :math:`-\frac1N\sum_i\log p(y_i|x_i)`
     (probabilities clipped below at ``eps``); equal to :func:`sklearn.metrics.log_loss`.
 
@@ -189,11 +233,15 @@ def negative_log_likelihood(y_true, y_proba, *, labels=None, sample_weight=None,
     >>> bool(np.isclose(negative_log_likelihood([0, 1], [[0.5, 0.5], [0.5, 0.5]]), np.log(2)))
     True
     """
+    if not 0 < eps < 1:
+        raise ValueError(f"eps must be in (0, 1), got {eps!r}")
+
     def per_task(codes, proba, sw):
-        p = np.clip(proba[np.arange(len(codes)), codes], eps, 1.0)
+        p = np.clip(_true_class_proba(codes, proba), eps, 1.0)
         return float(np.average(-np.log(p), weights=sw))
 
-    return _task_metric(per_task, y_true, y_proba, labels, sample_weight, multioutput)
+    return _task_metric(per_task, y_true, y_proba, labels, sample_weight, multioutput,
+                        unknown_labels)
 
 
 def pairwise_kl_diversity(member_proba, *, eps=1e-12):

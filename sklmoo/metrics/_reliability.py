@@ -137,9 +137,13 @@ class ReliabilityDiagramDisplay:
         ReliabilityDiagramDisplay
         """
         _check_binning(n_bins, strategy)
-        tasks, multitask, sw = tasks_and_weights(y_true, y_proba, labels, sample_weight)
+        tasks, multitask = tasks_and_weights(y_true, y_proba, labels, sample_weight,
+                                             unknown="count_as_wrong")
+        if any(t is None for t in tasks):
+            raise ValueError("every task needs labelled samples to draw its reliability "
+                             "diagram")
         stats = [[], [], [], [], []]
-        for codes, proba in tasks:
+        for codes, proba, sw in tasks:
             conf, correct = _top_label(codes, proba)
             mean_conf, acc, weight, edges = binned_calibration(conf, correct, sw, n_bins,
                                                                strategy)

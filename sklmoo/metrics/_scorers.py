@@ -32,8 +32,11 @@ class CalibrationScorer:
     It calls ``estimator.predict_proba(X)`` and passes ``estimator.classes_`` as the metric's
     ``labels``, so probability columns map to labels even when a cross-validation fold lacks a
     class, for single-task estimators, :class:`~sklearn.multioutput.MultiOutputClassifier`
-    (list of per-task arrays) and sklmoo's multi-task estimators alike. Lower-is-better metrics
-    are negated (``greater_is_better=False``), following scikit-learn's ``neg_*`` scorers.
+    (list of per-task arrays) and sklmoo's multi-task estimators alike. A label the estimator
+    never saw in fit counts as a wrong prediction (probability 0 for its class) instead of
+    raising, and missing labels (NaN / None) are left out, as the estimators do in fit.
+    Lower-is-better metrics are negated (``greater_is_better=False``), following
+    scikit-learn's ``neg_*`` scorers.
 
     Build one with :func:`make_calibration_scorer`; ready-made: :data:`ece_scorer`,
     :data:`brier_scorer`, :data:`nll_scorer`.
@@ -52,8 +55,12 @@ class CalibrationScorer:
 
     def __call__(self, estimator, X, y_true, sample_weight=None):
         labels = _classes_of(estimator)
+        kwargs = dict(self._kwargs)
+        if self._score_func in _METRICS.values():
+            # a test fold's label that its training fold never held is a wrong prediction
+            kwargs.setdefault("unknown_labels", "count_as_wrong")
         value = self._score_func(y_true, estimator.predict_proba(X), labels=labels,
-                                 sample_weight=sample_weight, **self._kwargs)
+                                 sample_weight=sample_weight, **kwargs)
         return self._sign * value
 
 
