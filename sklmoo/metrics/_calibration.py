@@ -4,6 +4,7 @@ import warnings
 
 import numpy as np
 
+from ._uncertainty import check_member_proba
 from ._validation import aggregate, tasks_and_weights
 
 _NORMS = ("l1", "l2", "max")
@@ -19,11 +20,21 @@ def _check_binning(n_bins, strategy, norm=None):
         raise ValueError(f"norm must be one of {_NORMS}, got {norm!r}")
 
 
-def bin_edges(confidence, n_bins, strategy):
-    """Bin edges on [0, 1]; ``'quantile'`` merges duplicate quantiles."""
+def bin_edges(confidence, n_bins, strategy, sample_weight=None):
+    """Bin edges on [0, 1]. ``'quantile'``: the weighted inverted-CDF quantiles of the
+    confidences (the smallest confidence whose cumulative weight reaches each quantile, so an
+    integer weight acts exactly as repetition and a zero weight as absence); duplicate
+    quantiles are merged."""
     if strategy == "uniform":
         return np.linspace(0.0, 1.0, n_bins + 1)
-    edges = np.quantile(confidence, np.linspace(0.0, 1.0, n_bins + 1))
+    conf = np.asarray(confidence)
+    w = np.ones(len(conf)) if sample_weight is None else np.asarray(sample_weight)
+    keep = w > 0
+    order = np.argsort(conf[keep], kind="stable")
+    sorted_conf, cum = conf[keep][order], np.cumsum(w[keep][order])
+    targets = np.linspace(0.0, 1.0, n_bins + 1) * cum[-1]
+    edges = sorted_conf[np.clip(np.searchsorted(cum, targets, side="left"), 0,
+                                len(cum) - 1)].astype(np.float64)
     edges[0], edges[-1] = 0.0, 1.0
     return np.unique(edges)
 
@@ -39,7 +50,7 @@ def binned_calibration(confidence, correct, sample_weight, n_bins=10, strategy="
     mean_confidence, accuracy, weight : arrays over the non-empty bins (weight sums to 1)
     edges : the bin edges
     """
-    edges = bin_edges(confidence, n_bins, strategy)
+    edges = bin_edges(confidence, n_bins, strategy, sample_weight)
     n = len(edges) - 1
     if strategy == "uniform":
         # arithmetic guess, then exact right-closed placement against the same edges that
@@ -279,14 +290,8 @@ def pairwise_kl_diversity(member_proba, *, eps=1e-12):
     """
     if isinstance(member_proba, (list, tuple)):
         return float(np.mean([pairwise_kl_diversity(p, eps=eps) for p in member_proba]))
-    p = np.asarray(member_proba, dtype=np.float64)
-    if p.ndim != 3:
-        raise ValueError(f"member_proba must be (n_members, n_samples, n_classes), got {p.shape}")
-    if not np.isfinite(p).all() or (p < 0).any():
-        raise ValueError("member_proba must be finite and non-negative")
+    p = check_member_proba(member_proba, min_members=2)
     m = p.shape[0]
-    if m < 2:
-        raise ValueError("pairwise_kl_diversity needs at least 2 ensemble members")
     logp = np.log(np.clip(p, eps, None))
     # sum_{i,j} KL(p_i || p_j) = M sum_i <p_i, log p_i> - <sum_i p_i, sum_j log p_j>
     self_term = (p * logp).sum(axis=(0, 2))

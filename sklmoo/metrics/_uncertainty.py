@@ -2,6 +2,29 @@
 
 import numpy as np
 
+from ._validation import _SUM_TOL
+
+
+def check_member_proba(member_proba, min_members=1):
+    """Validate ensemble members' class probabilities (n_members, n_samples, n_classes):
+    finite, in [0, 1], rows summing to 1 -> float64 array."""
+    p = np.asarray(member_proba, dtype=np.float64)
+    if p.ndim != 3:
+        raise ValueError(f"member_proba must be (n_members, n_samples, n_classes), got {p.shape}")
+    if p.size == 0:
+        raise ValueError(f"member_proba is empty (shape {p.shape})")
+    if p.shape[0] < min_members:
+        raise ValueError(f"need at least {min_members} ensemble members, got {p.shape[0]}")
+    if not np.isfinite(p).all():
+        raise ValueError("member_proba contains NaN or inf")
+    if (p < -1e-12).any() or (p > 1 + 1e-12).any():
+        raise ValueError("member_proba has values outside [0, 1]")
+    deviation = np.abs(p.sum(axis=-1) - 1.0).max()
+    if deviation > _SUM_TOL:
+        raise ValueError(f"member_proba rows must sum to 1 over classes (largest deviation "
+                         f"{deviation:.3g})")
+    return np.clip(p, 0.0, 1.0)
+
 
 def entropy_decomposition(member_proba, *, eps=1e-12):
     r"""Split the predictive entropy of an ensemble into aleatoric and epistemic parts.
@@ -30,9 +53,7 @@ def entropy_decomposition(member_proba, *, eps=1e-12):
     >>> [np.round(v, 3).tolist() for v in entropy_decomposition(disagree)]
     [[0.693], [0.0], [0.693]]
     """
-    p = np.asarray(member_proba, dtype=np.float64)
-    if p.ndim != 3:
-        raise ValueError(f"member_proba must be (n_members, n_samples, n_classes), got {p.shape}")
+    p = check_member_proba(member_proba)
 
     def entropy(q):
         return -(q * np.log(np.clip(q, eps, None))).sum(axis=-1)
