@@ -116,3 +116,25 @@ def test_zdt3_moo_svgd_profiles_the_front_and_mtsgd_concentrates():
     mt_counts, _ = stats["mtsgd"]
     assert (moo_counts >= 5).all() and moo_g < 1.01        # every segment, on the front
     assert mt_counts.max() >= 40 and (mt_counts > 0).sum() < 5  # concentrated
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(trace_every=0), "trace_every"), (dict(bounds=(1, 0)), "bounds"),
+    (dict(bounds=(0, float("inf"))), "bounds"), (dict(lr=-1.0), "lr"),
+    (dict(repulsion="abc"), "repulsion"),
+])
+def test_degenerate_sampling_arguments_raise(kwargs, match):
+    from sklmoo.samplers import sample_multi_target
+
+    with pytest.raises(ValueError, match=match):
+        sample_multi_target(lambda x: -(x ** 2).sum(1), torch.zeros(3, 2), 2, method="svgd",
+                            **kwargs)
+
+
+def test_float32_particles_with_float64_targets_keep_their_dtype():
+    from sklmoo.samplers import LogDensityRBFKernel, sample_multi_target
+
+    targets = [lambda x: -(x.double() ** 2).sum(1), lambda x: -((x.double() - 1) ** 2).sum(1)]
+    init = torch.randn(6, 2, generator=torch.Generator().manual_seed(0))
+    res = sample_multi_target(targets, init, 5, kernel=LogDensityRBFKernel(0.5))
+    assert res.particles.dtype == torch.float32 and torch.isfinite(res.particles).all()

@@ -20,10 +20,9 @@ from ..diagnostics import function_space_diagnostics
 from ..metrics import entropy_decomposition
 from ..nn import ChainEnsemble, LeNetTrunk, MLPTrunk, TrunkClassifier, member_factory
 from ..samplers import SGMCMC_SAMPLERS, MetaSampler, SamplerOptimizer, make_sgmcmc
+from ._guard import FitGuardMixin
 
 _SAMPLE_DTYPES = {"float32": torch.float32, "float16": torch.float16}
-#: an epoch's mean training loss above this multiple of the first epoch's (or of 1) = divergence
-DIVERGENCE_FACTOR = 1e3
 #: fit warns when the function-space R-hat on the probe exceeds this
 RHAT_WARNING = 1.1
 _PROBE_SIZE = 256
@@ -42,7 +41,7 @@ def _load_meta_sampler(spec):
                     f"{spec!r}")
 
 
-class L2ESamplerClassifier(ClassifierMixin, NeuralNet):
+class L2ESamplerClassifier(FitGuardMixin, ClassifierMixin, NeuralNet):
     """Bayesian neural-network classifier: SG-MCMC chains, by default with L2E's learned sampler.
 
     ``n_chains`` copies of the network run as independent chains, batched in one vectorised
@@ -128,7 +127,7 @@ class L2ESamplerClassifier(ClassifierMixin, NeuralNet):
     Notes
     -----
     Divergence (any of: a non-finite loss, gradient or parameter; an epoch's mean training loss
-    above 1000 times the first epoch's) stops ``fit`` with a ``FloatingPointError`` naming the
+    above 1000 times that of the fit's first mini-batch) stops ``fit`` with a ``FloatingPointError`` naming the
     epoch and the chain; the estimator is then not fitted. So does an interrupted fit
     (``KeyboardInterrupt``), which is re-raised.
 
@@ -179,8 +178,7 @@ class L2ESamplerClassifier(ClassifierMixin, NeuralNet):
         tags.non_deterministic = False
         return tags
 
-    def __sklearn_is_fitted__(self):
-        return bool(getattr(self, "fitted_", False))
+    _member_kind = "chain"
 
     def _check_params(self):
         def positive_int(name, allow_none=False, allow_zero=False):
@@ -301,13 +299,7 @@ class L2ESamplerClassifier(ClassifierMixin, NeuralNet):
                                                      self.max_epochs * steps_per_epoch)
         self.optimizer_.param_groups[0]["sampler_step"] = 0
         self._collect_at = self._collection_steps(continuing, steps_per_epoch)
-        self._epoch_offset = len(self.history)
-        self._first_loss = None
-        NeuralNet.partial_fit(self, X, codes, **fit_params)
-        done = len(self.history) - self._epoch_offset
-        if done < self.max_epochs:
-            raise KeyboardInterrupt(f"fit was interrupted after {done} of {self.max_epochs} "
-                                    "epochs; the estimator is not fitted")
+        self._run_epochs(X, codes, **fit_params)
         self.n_draws_ = len(self.module_.samples)
         self.convergence_ = self._probe_convergence(X)
         self.fitted_ = True
@@ -461,25 +453,12 @@ class L2ESamplerClassifier(ClassifierMixin, NeuralNet):
             self.module_.collect()
         return step
 
+    def _guarded_tensors(self):
+        return self.module_.chain_tensors()
+
     def on_epoch_end(self, net, **kwargs):
-        """Detect divergence, then collect a draw when this epoch is scheduled for one."""
-        epoch = len(self.history)
-        for name, value in self.module_.chain_tensors().items():
-            finite = torch.isfinite(value.reshape(value.shape[0], -1)).all(dim=1)
-            if not finite.all():
-                bad = torch.nonzero(~finite).flatten().tolist()
-                raise FloatingPointError(f"chain(s) {bad} diverged in epoch {epoch}: non-finite "
-                                         f"parameters in {name!r}; lower step_size")
-        # the epoch's train_loss is recorded by a callback after this hook: average the batches
-        batches = self.history[-1, "batches"]
-        sizes = np.array([b.get("train_batch_size", 1) for b in batches], dtype=float)
-        loss = float(np.average([b["train_loss"] for b in batches], weights=sizes))
-        if self._first_loss is None:
-            self._first_loss = loss
-        elif loss > DIVERGENCE_FACTOR * max(self._first_loss, 1.0):
-            raise FloatingPointError(f"sampler diverged in epoch {epoch}: mean training loss "
-                                     f"{loss:.4g} vs {self._first_loss:.4g} in the first epoch; "
-                                     "lower step_size")
+        """Detect divergence and record the number of draws collected so far."""
+        self._check_divergence()
         self.history.record("n_draws", len(self.module_.samples))
         super().on_epoch_end(net, **kwargs)
 

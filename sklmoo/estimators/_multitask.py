@@ -14,10 +14,12 @@ from ..metrics import entropy_decomposition
 from ..nn import (METHODS, LeNetTrunk, MLPTrunk, MultiTaskParticleNet, make_update_rules,
                   member_factory, multitask_particle_step)
 from ..samplers import RBFKernel
-from ._targets import decode_predictions, encode_targets, encode_with_classes
+from ._guard import FitGuardMixin
+from ._targets import (as_2d_targets, decode_predictions, encode_targets, encode_with_classes,
+                       missing_mask)
 
 
-class MTSGDMultiTaskClassifier(ClassifierMixin, NeuralNet):
+class MTSGDMultiTaskClassifier(FitGuardMixin, ClassifierMixin, NeuralNet):
     """Multi-task classifier: an ensemble of particle networks fitted by MT-SGD.
 
     ``n_particles`` networks share nothing but the algorithm: each has its own trunk and one
@@ -116,15 +118,30 @@ class MTSGDMultiTaskClassifier(ClassifierMixin, NeuralNet):
         tags.non_deterministic = False
         return tags
 
+    _member_kind = "particle"
+
     def _check_params(self):
         if self.method not in METHODS:
             raise ValueError(f"method must be one of {METHODS}, got {self.method!r}")
-        if not isinstance(self.n_particles, (int, np.integer)) or self.n_particles < 1:
-            raise ValueError(f"n_particles must be a positive integer, got {self.n_particles!r}")
+        for name, low in (("n_particles", 1), ("max_epochs", 0)):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
+                raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
+        if self.batch_size != -1 and (not isinstance(self.batch_size, (int, np.integer))
+                                      or self.batch_size < 1):
+            raise ValueError(f"batch_size must be a positive integer or -1, got "
+                             f"{self.batch_size!r}")
         for name in ("repulsion", "head_repulsion"):
             value = getattr(self, name)
-            if not np.isfinite(value) or value < 0:
+            if (isinstance(value, bool) or not isinstance(value, (int, float, np.number))
+                    or not np.isfinite(value) or value < 0):
                 raise ValueError(f"{name} must be a finite non-negative number, got {value!r}")
+        if not (self.bandwidth == "median" or (
+                isinstance(self.bandwidth, (int, float, np.number))
+                and not isinstance(self.bandwidth, bool)
+                and np.isfinite(self.bandwidth) and self.bandwidth > 0)):
+            raise ValueError(f"bandwidth must be 'median' or a finite positive number, got "
+                             f"{self.bandwidth!r}")
 
     def _validate_X(self, X, reset):
         X = validate_data(self, X, reset=reset, allow_nd=True, dtype=np.float32,
@@ -155,21 +172,56 @@ class MTSGDMultiTaskClassifier(ClassifierMixin, NeuralNet):
         """Fit the particles on ``X`` and the multi-task target ``y`` (n_samples, n_tasks).
 
         Validates and label-encodes the data (the network's heads are sized from the classes),
-        then runs skorch's training loop. A non-finite loss or a diverging sampler stops the fit
-        with a ``FloatingPointError`` naming the epoch; the estimator then counts as not fitted.
+        leaves out samples without a label in any task, then runs skorch's training loop.
+        With ``warm_start=True`` on a fitted estimator the particles continue; ``y`` must then
+        have the same tasks and classes (otherwise a ``ValueError``, and the fitted model is
+        kept).
+
+        Divergence stops the fit with a ``FloatingPointError`` naming the epoch (and the
+        particle): a non-finite loss, score or parameter, or an epoch's mean training loss
+        above 1000 times that of the fit's first mini-batch, whatever the optimiser. An
+        interrupted fit re-raises ``KeyboardInterrupt``. Either way the estimator is then not
+        fitted.
 
         Returns
         -------
         self
         """
-        self.fitted_ = False
-        X, codes = self._prepare(X, y)
-        # skorch's fit, minus its call to (our, data-validating) partial_fit
-        if not self.warm_start or not self.initialized_:
+        if self.warm_start and self.__sklearn_is_fitted__():
+            # continue the particles: the data must fit the network they were fitted on
+            X, codes = self._encode_continuation(X, y)
+        else:
+            self.fitted_ = False
+            X, codes = self._prepare(X, y)
             self.initialize()
-        NeuralNet.partial_fit(self, X, codes, **fit_params)
+        self.fitted_ = False
+        self._run_epochs(*self._labelled_rows(X, codes), **fit_params)
         self.fitted_ = True
         return self
+
+    def _encode_continuation(self, X, y):
+        self._check_params()
+        X = self._validate_X(X, reset=False)
+        try:
+            codes, classes, _ = encode_targets(y, X.shape[0], self.missing_label)
+        except ValueError as exc:
+            raise ValueError(f"cannot continue the particles: {exc}") from exc
+        if len(classes) != self.n_tasks_ or not all(
+                np.array_equal(a, b) for a, b in zip(classes, self.classes_)):
+            raise ValueError(
+                "cannot continue the particles: they were fitted on classes "
+                f"{[c.tolist() for c in self.classes_]}; this y has "
+                f"{[c.tolist() for c in classes]}. Set warm_start=False to start new particles")
+        return X, codes
+
+    @staticmethod
+    def _labelled_rows(X, codes):
+        """Samples without a label in any task contribute to no loss: leave them out, so that
+        no mini-batch is empty of labels."""
+        keep = (codes >= 0).any(axis=1)
+        if not keep.any():
+            raise ValueError("y has no labelled sample in any task")
+        return (X, codes) if keep.all() else (X[keep], codes[keep])
 
     def partial_fit(self, X, y, classes=None, **fit_params):
         """Train ``max_epochs`` more epochs on ``(X, y)``, keeping the particles.
@@ -182,7 +234,8 @@ class MTSGDMultiTaskClassifier(ClassifierMixin, NeuralNet):
         -------
         self
         """
-        if getattr(self, "fitted_", False):
+        if self.__sklearn_is_fitted__():
+            self._check_params()
             X = self._validate_X(X, reset=False)
             codes = encode_with_classes(y, X.shape[0], self.classes_, self.task_names_,
                                         self.missing_label)
@@ -190,13 +243,13 @@ class MTSGDMultiTaskClassifier(ClassifierMixin, NeuralNet):
             X, codes = self._prepare(X, y)
             self.initialize()
         self.fitted_ = False
-        NeuralNet.partial_fit(self, X, codes, **fit_params)
+        self._run_epochs(*self._labelled_rows(X, codes), **fit_params)
         self.fitted_ = True
         return self
 
     def check_is_fitted(self, attributes=None, *args, **kwargs):
-        """Raise ``NotFittedError`` unless a fit has completed."""
-        if not getattr(self, "fitted_", False):
+        """Raise ``NotFittedError`` unless a fit has completed with the current module."""
+        if not self.__sklearn_is_fitted__():
             raise NotFittedError(f"This {type(self).__name__} instance is not fitted yet: call "
                                  "fit with appropriate arguments first")
 
@@ -206,6 +259,7 @@ class MTSGDMultiTaskClassifier(ClassifierMixin, NeuralNet):
         """Build the M-particle network from the trunk and the classes seen in ``fit``."""
         if not hasattr(self, "classes_"):
             raise NotFittedError("the network is sized from the data: call fit")
+        self.fitted_ = False          # new weights: whatever was fitted before is gone
         kwargs = self.get_params_for("module")
         shape = self.input_shape_
         if self.module is None:
@@ -290,6 +344,14 @@ class MTSGDMultiTaskClassifier(ClassifierMixin, NeuralNet):
         self.history.record_batch("task_weights", to_numpy(weights).tolist())
         return {"loss": loss.detach(), "y_pred": y_pred}
 
+    def _guarded_tensors(self):
+        return dict(self.module_.named_parameters())
+
+    def on_epoch_end(self, net, **kwargs):
+        """Detect divergence (defined in :meth:`fit`)."""
+        self._check_divergence()
+        super().on_epoch_end(net, **kwargs)
+
     # -- predictions ---------------------------------------------------------------------------
 
     def _member_logits(self, X):
@@ -334,15 +396,23 @@ class MTSGDMultiTaskClassifier(ClassifierMixin, NeuralNet):
     def score(self, X, y, sample_weight=None):
         """Mean over tasks of the accuracy on each task's labelled samples.
 
-        (scikit-learn's ``accuracy_score`` rejects multiclass-multioutput targets.) Labels not
-        seen in ``fit`` raise a ``ValueError``.
+        (scikit-learn's ``accuracy_score`` rejects multiclass-multioutput targets.) A label not
+        seen in fit counts as a wrong prediction; tasks without any labelled sample in ``y``
+        are left out of the mean.
         """
-        pred_codes = self._predict_codes(X)
-        codes = encode_with_classes(y, len(pred_codes), self.classes_, self.task_names_,
-                                    self.missing_label)
-        w = np.ones(len(pred_codes)) if sample_weight is None else np.asarray(sample_weight, float)
+        pred = self.predict(X)
+        arr, _ = as_2d_targets(y, len(pred))
+        if arr.shape[1] != self.n_tasks_:
+            raise ValueError(f"y has {arr.shape[1]} task columns but the estimator was fitted "
+                             f"on {self.n_tasks_} tasks")
+        w = np.ones(len(pred)) if sample_weight is None else np.asarray(sample_weight, float)
         accs = []
         for t in range(self.n_tasks_):
-            lab = codes[:, t] >= 0
-            accs.append(np.average(codes[lab, t] == pred_codes[lab, t], weights=w[lab]))
+            lab = ~missing_mask(arr[:, t], self.missing_label)
+            if lab.any() and w[lab].sum() > 0:
+                hits = np.array([a == b for a, b in zip(arr[lab, t].tolist(),
+                                                        pred[lab, t].tolist())], dtype=float)
+                accs.append(np.average(hits, weights=w[lab]))
+        if not accs:
+            raise ValueError("y has no labelled sample in any task")
         return float(np.mean(accs))

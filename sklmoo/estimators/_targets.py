@@ -4,7 +4,7 @@ import numpy as np
 import pandas as pd
 
 
-def _missing_mask(values, missing_label):
+def missing_mask(values, missing_label):
     mask = pd.isna(values)
     if missing_label is not None and not (isinstance(missing_label, float)
                                           and np.isnan(missing_label)):
@@ -12,7 +12,7 @@ def _missing_mask(values, missing_label):
     return np.asarray(mask, dtype=bool)
 
 
-def _as_2d_targets(y, n_samples):
+def as_2d_targets(y, n_samples):
     names = [str(c) for c in y.columns] if isinstance(y, pd.DataFrame) else None
     arr = y.to_numpy() if hasattr(y, "to_numpy") else np.asarray(y)
     if arr.ndim != 2:
@@ -48,14 +48,14 @@ def encode_targets(y, n_samples, missing_label=None):
     classes : list of ndarray, the sorted labels of each task
     task_names : list of str (DataFrame column names, else ``task_0``, ...)
     """
-    arr, names = _as_2d_targets(y, n_samples)
+    arr, names = as_2d_targets(y, n_samples)
     n_tasks = arr.shape[1]
     task_names = names or [f"task_{t}" for t in range(n_tasks)]
     codes = np.full(arr.shape, -1, dtype=np.int64)
     classes = []
     for t in range(n_tasks):
         col = arr[:, t]
-        missing = _missing_mask(col, missing_label)
+        missing = missing_mask(col, missing_label)
         present = col[~missing]
         try:
             cls = np.unique(present)
@@ -77,14 +77,14 @@ def encode_targets(y, n_samples, missing_label=None):
 
 def encode_with_classes(y, n_samples, classes, task_names, missing_label=None):
     """Encode ``y`` with already-fitted classes (for scoring); unseen labels raise."""
-    arr, _ = _as_2d_targets(y, n_samples)
+    arr, _ = as_2d_targets(y, n_samples)
     if arr.shape[1] != len(classes):
         raise ValueError(f"y has {arr.shape[1]} task columns but the estimator was fitted on "
                          f"{len(classes)} tasks")
     codes = np.full(arr.shape, -1, dtype=np.int64)
     for t, cls in enumerate(classes):
         col = arr[:, t]
-        missing = _missing_mask(col, missing_label)
+        missing = missing_mask(col, missing_label)
         present = col[~missing]
         lookup = {v: i for i, v in enumerate(cls.tolist())}
         unseen = sorted({v for v in present.tolist() if v not in lookup}, key=str)

@@ -3,6 +3,8 @@
 from dataclasses import dataclass, field
 from typing import List
 
+import math
+
 import torch
 
 from ._stein import MGDA, MOOSVGD, MTSGD, SVGD, LinearScalarization
@@ -60,7 +62,8 @@ def scores_of(log_probs, particles, return_log_probs=False):
                 f"got {tuple(value.shape)}"
             )
         grads.append(torch.autograd.grad(value.sum(), x)[0])
-        values.append(value.detach())
+        # a target computed in another precision must not change the particles' dtype
+        values.append(value.detach().to(x.dtype))
     if return_log_probs:
         return torch.stack(grads), torch.stack(values, dim=1)
     return torch.stack(grads)
@@ -153,6 +156,19 @@ def sample_multi_target(log_probs, init, n_steps, *, method="mtsgd", optimizer="
     n_steps = int(n_steps)
     if n_steps < 0:
         raise ValueError(f"n_steps must be >= 0, got {n_steps}")
+    if isinstance(trace_every, bool) or not isinstance(trace_every, int) or trace_every < 1:
+        raise ValueError(f"trace_every must be a positive integer, got {trace_every!r}")
+    if not (isinstance(lr, (int, float)) and math.isfinite(lr) and lr > 0):
+        raise ValueError(f"lr must be a finite positive number, got {lr!r}")
+    if not (isinstance(repulsion, (int, float)) and math.isfinite(repulsion) and repulsion >= 0):
+        raise ValueError(f"repulsion must be a finite non-negative number, got {repulsion!r}")
+    if bounds is not None:
+        try:
+            lo, hi = (float(b) for b in bounds)
+        except (TypeError, ValueError):
+            raise ValueError(f"bounds must be (low, high), got {bounds!r}") from None
+        if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
+            raise ValueError(f"bounds must be finite with low < high, got {bounds!r}")
     rule = make_direction_rule(method, kernel=kernel,
                                repulsion=repulsion)
     particles = init.detach().clone()

@@ -1,0 +1,64 @@
+"""What every sklmoo estimator does around skorch's training loop: divergence detection and
+"fitted only after a complete fit"."""
+
+import numpy as np
+import torch
+
+#: an epoch's mean training loss above this multiple of the first batch's (or of 1) = divergence
+DIVERGENCE_FACTOR = 1e3
+
+
+class FitGuardMixin:
+    """Divergence (any of: a non-finite loss or parameter; an epoch's mean training loss above
+    ``DIVERGENCE_FACTOR`` times the loss of the fit's first mini-batch, or 1) raises ``FloatingPointError`` naming
+    the epoch (and the particle / chain); an interrupted fit raises ``KeyboardInterrupt``
+    (skorch would swallow it and return a half-trained net). Either way the estimator stays
+    not fitted.
+
+    The estimator calls :meth:`_run_epochs` instead of ``NeuralNet.partial_fit`` and names its
+    members in ``_member_kind`` ('particle', 'chain').
+    """
+
+    _member_kind = "member"
+
+    def __sklearn_is_fitted__(self):
+        return bool(getattr(self, "fitted_", False))
+
+    def _guarded_tensors(self):
+        """``{name: tensor with the members on axis 0}`` checked after every epoch."""
+        return {n: p for n, p in self.module_.named_parameters()}
+
+    def _run_epochs(self, X, y, **fit_params):
+        from skorch import NeuralNet
+
+        self._epoch_offset = len(self.history) if self.initialized_ else 0
+        self._first_loss = None
+        NeuralNet.partial_fit(self, X, y, **fit_params)
+        done = len(self.history) - self._epoch_offset
+        if done < self.max_epochs:
+            raise KeyboardInterrupt(f"fit was interrupted after {done} of {self.max_epochs} "
+                                    "epochs; the estimator is not fitted")
+
+    def _check_divergence(self):
+        epoch = len(self.history)
+        for name, value in self._guarded_tensors().items():
+            finite = torch.isfinite(value.detach().reshape(value.shape[0], -1)).all(dim=1)
+            if not finite.all():
+                bad = torch.nonzero(~finite).flatten().tolist()
+                raise FloatingPointError(f"{self._member_kind}(s) {bad} diverged in epoch "
+                                         f"{epoch}: non-finite parameters in {name!r}")
+        # the epoch's train_loss is recorded by a callback after this hook: average the batches
+        batches = [b for b in self.history[-1, "batches"] if "train_loss" in b]
+        if not batches:
+            return
+        sizes = np.array([b.get("train_batch_size", 1) for b in batches], dtype=float)
+        loss = float(np.average([float(b["train_loss"]) for b in batches], weights=sizes))
+        if not np.isfinite(loss):
+            raise FloatingPointError(f"non-finite training loss in epoch {epoch}")
+        if self._first_loss is None:
+            # the loss before any update of this fit: its first mini-batch
+            self._first_loss = float(batches[0]["train_loss"])
+        if loss > DIVERGENCE_FACTOR * max(self._first_loss, 1.0):
+            raise FloatingPointError(f"training diverged in epoch {epoch}: mean training loss "
+                                     f"{loss:.4g} against {self._first_loss:.4g} at the start; "
+                                     "lower the step size / learning rate")
