@@ -15,9 +15,8 @@ import torch
 from sklmoo.datasets import (gaussian_mixture_statistics, make_gaussian_mixture_targets,
                              make_multi_digits)
 from sklmoo.metrics import brier_score, expected_calibration_error
+from sklmoo.samplers import MULTI_TARGET_METHODS as METHODS
 from sklmoo.samplers import sample_multi_target
-
-METHODS = ("mtsgd", "moo_svgd", "mgda", "linear")
 
 
 def multi_digits_comparison(n_train=3000, n_test=1000, max_epochs=15, n_particles=5, lr=3e-3,
@@ -47,8 +46,7 @@ def multi_digits_comparison(n_train=3000, n_test=1000, max_epochs=15, n_particle
     return rows, fitted
 
 
-def toy_comparison(seeds=(0, 1, 2), n_particles=50, n_steps=1000,
-                   methods=("mtsgd", "moo_svgd", "mgda", "linear")):
+def toy_comparison(seeds=(0, 1, 2), n_particles=50, n_steps=1000, methods=METHODS):
     """Three Gaussian mixtures: per method, the mean over ``seeds`` of the toy statistics."""
     targets = make_gaussian_mixture_targets()
     rows = []

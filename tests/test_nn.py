@@ -2,6 +2,8 @@
 
 import copy
 
+import pytest
+
 import torch
 from torch import nn
 
@@ -66,3 +68,58 @@ def test_linear_fast_path_equals_generic_per_task_path():
     multitask_particle_step(net, _losses(net, x, y), *generic)
     for a, p in zip(fast, net.parameters()):
         torch.testing.assert_close(a, p.grad, rtol=1e-5, atol=1e-7)
+
+
+@pytest.mark.parametrize("c, smooth", [(1.0, True), (0.3, True), (0.7, False)])
+def test_function_space_gram_and_direction_match_autograd(c, smooth):
+    """The RBF kernel on network outputs, k(a, b) = exp(-|f(a) - f(b)|^2 / 2 s^2) as a function
+    of the flattened parameters: U and phi against a term-by-term autograd evaluation."""
+    from torch.func import functional_call
+
+    from _references import reference_gram, reference_svgd
+    from sklmoo.nn import StackedModules, flatten_particles, function_space_terms
+    from sklmoo.samplers import MTSGD, PrecomputedKernel, min_norm_weights
+
+    torch.manual_seed(0)
+    members = [nn.Sequential(nn.Linear(3, 4), nn.Tanh(), nn.Linear(4, 2)).double()
+               for _ in range(4)]
+    stack = StackedModules(members)
+    X = torch.randn(5, 3, dtype=torch.float64)
+    params = stack.member_parameters()
+    outputs = stack(X)                                            # (M, batch, 2) with graph
+    terms = function_space_terms(outputs, params, smooth_drive=smooth)
+    x = flatten_particles(params).detach()
+    s = torch.randn(2, *x.shape, dtype=torch.float64)
+    kernel = PrecomputedKernel()
+    phi, info = MTSGD(kernel.use(terms), repulsion=c).direction(x, s)
+
+    names = [n for n, _ in members[0].named_parameters()]
+    shapes = [p.shape for p in members[0].parameters()]
+
+    def f(theta):                                                 # one particle's outputs
+        pieces, start = {}, 0
+        for name, shape in zip(names, shapes):
+            size = int(torch.tensor(shape).prod())
+            pieces[name] = theta[start:start + size].reshape(shape)
+            start += size
+        return functional_call(members[0], pieces, (X,)).reshape(-1)
+
+    sigma2 = terms.sigma2
+
+    def kern(a, b):
+        return torch.exp(-((f(a) - f(b)) ** 2).sum() / (2 * sigma2))
+
+    if smooth:
+        ref = reference_gram(x, s, kern, c)
+        trace_only = reference_gram(x, torch.zeros_like(s), kern, c)   # c^2/M^2 sum tr
+        # exact up to the trace term, the same constant in every entry
+        torch.testing.assert_close(info.gram + trace_only, ref, rtol=1e-9, atol=1e-11)
+        assert torch.allclose(trace_only, trace_only[0, 0].expand_as(trace_only))
+        torch.testing.assert_close(min_norm_weights(ref), info.weights, rtol=1e-6, atol=1e-8)
+        expected = sum(w * reference_svgd(x, s[k], kern, c) for k, w in enumerate(info.weights))
+    else:
+        # each particle's own score plus the pulled-back repulsion
+        zero = torch.zeros_like(s[0])
+        expected = (torch.einsum("k,kmd->md", info.weights, s)
+                    + reference_svgd(x, zero, kern, c))
+    torch.testing.assert_close(phi, expected, rtol=1e-9, atol=1e-11)

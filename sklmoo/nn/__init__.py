@@ -3,9 +3,11 @@
 from ._ensemble import (MultiTaskParticleNet, StackedLinear, StackedModules, flatten_particles,
                         member_factory, unflatten_like)
 from ._chains import ChainEnsemble, SampleStore, TrunkClassifier
-from ._multitask_update import METHODS, make_update_rules, multitask_particle_step
+from ._function_kernel import function_space_terms
+from ._multitask_update import (METHODS, FunctionSpace, StepInfo, make_update_rules,
+                               multitask_particle_step)
 from ._trunks import LeNetTrunk, MLPTrunk
 
 __all__ = ["StackedModules", "StackedLinear", "MultiTaskParticleNet", "member_factory",
            "flatten_particles", "unflatten_like", "MLPTrunk", "LeNetTrunk", "METHODS", "make_update_rules",
-           "multitask_particle_step", "ChainEnsemble", "SampleStore", "TrunkClassifier"]
+           "multitask_particle_step", "FunctionSpace", "StepInfo", "function_space_terms", "ChainEnsemble", "SampleStore", "TrunkClassifier"]

@@ -169,8 +169,13 @@ class MultiTaskParticleNet(nn.Module):
         return h.reshape(h.shape[0], h.shape[1], -1)
 
     def forward(self, x):
+        return self.forward_with_features(x)[1]
+
+    def forward_with_features(self, x):
+        """``(features (M, batch, n_features), logits)``: the trunk outputs that a
+        function-space kernel compares, and the tuple :meth:`forward` returns."""
         h = self.features(x)
-        return tuple(head(h).transpose(0, 1) for head in self.heads)
+        return h, tuple(head(h).transpose(0, 1) for head in self.heads)
 
 
 def flatten_particles(params):

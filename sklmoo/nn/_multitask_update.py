@@ -4,13 +4,15 @@ Pure torch: scores by autograd, directions from :mod:`sklmoo.samplers`, written 
 as ``-phi`` so any torch optimiser takes the step.
 """
 
+from dataclasses import dataclass
+from typing import Optional, Sequence
+
 import torch
 
 from ..samplers import MGDA, MOOSVGD, MTSGD, SVGD, LinearScalarization
+from ..samplers import MULTI_TARGET_METHODS as METHODS
 from ._ensemble import flatten_particles, unflatten_like
-
-#: trunk rule / head rule per method name
-METHODS = ("mtsgd", "moo_svgd", "mgda", "linear")
+from ._function_kernel import function_space_terms
 
 
 def make_update_rules(method, kernel, repulsion, head_repulsion):
@@ -58,7 +60,31 @@ def _independent_ensemble_step(net, task_losses, active):
     return weights
 
 
-def multitask_particle_step(net, task_losses, trunk_rule, head_rule):
+@dataclass
+class FunctionSpace:
+    """Network outputs for function-space kernels in :func:`multitask_particle_step`:
+    ``features`` (M, batch, n_features) from the trunks and ``logits`` (one (batch, M, C_t)
+    tensor per task), attached to the graph; the rules' kernels must then be
+    :class:`~sklmoo.samplers.PrecomputedKernel` objects."""
+
+    features: torch.Tensor
+    logits: Sequence[torch.Tensor]
+    bandwidth: object = "median"
+    smooth_drive: bool = True
+
+
+@dataclass
+class StepInfo:
+    """What one particle step computed: the trunk rule's task weights ((T,) or (M, T), zero
+    for tasks left out) and the repulsion / drive norm ratios of the trunk and of the heads
+    (mean over tasks; None for rules without repulsion)."""
+
+    weights: torch.Tensor
+    trunk_repulsion_ratio: Optional[float] = None
+    head_repulsion_ratio: Optional[float] = None
+
+
+def multitask_particle_step(net, task_losses, trunk_rule, head_rule, function_space=None):
     """Write ``-phi`` into the ``.grad`` of every trunk and head parameter of ``net``.
 
     Parameters
@@ -69,11 +95,13 @@ def multitask_particle_step(net, task_losses, trunk_rule, head_rule):
         backward pass gives every particle its own gradient; None for a task with no labelled
         sample in the batch (its head is left without a gradient and it is left out of the QP).
     trunk_rule, head_rule : direction rules (see :func:`make_update_rules`)
+    function_space : FunctionSpace, optional
+        Use RBF kernels on the trunks' features and on each task's logits (pulled back to the
+        parameters, :func:`~sklmoo.nn.function_space_terms`) instead of on the parameters.
 
     Returns
     -------
-    weights : Tensor of shape (T,) or (M, T)
-        The trunk rule's task weights (zero for tasks left out).
+    StepInfo
 
     Notes
     -----
@@ -85,22 +113,34 @@ def multitask_particle_step(net, task_losses, trunk_rule, head_rule):
     active = [t for t, loss in enumerate(task_losses) if loss is not None]
     if not active:
         raise ValueError("no task has a labelled sample in this batch")
-    if _is_plain_average(trunk_rule) and _is_plain_average(head_rule):
-        return _independent_ensemble_step(net, task_losses, active)
+    if (function_space is None and _is_plain_average(trunk_rule)
+            and _is_plain_average(head_rule)):
+        return StepInfo(_independent_ensemble_step(net, task_losses, active))
+    fs = function_space
     n_trunk = len(trunk_params)
-    trunk_scores = []
+    trunk_scores, head_ratios = [], []
     for i, t in enumerate(active):
         head_params = net.heads[t].member_parameters()
         grads = torch.autograd.grad(task_losses[t], trunk_params + head_params,
-                                    retain_graph=i < len(active) - 1)
+                                    retain_graph=fs is not None or i < len(active) - 1)
         trunk_scores.append(-flatten_particles(grads[:n_trunk]))
         head_scores = -flatten_particles(grads[n_trunk:])
-        phi_head, _ = head_rule.direction(flatten_particles(head_params).detach(),
-                                          head_scores[None])
+        if fs is not None:
+            head_rule.kernel.use(function_space_terms(fs.logits[t].transpose(0, 1),
+                                                      head_params, fs.bandwidth,
+                                                      fs.smooth_drive))
+        phi_head, head_info = head_rule.direction(flatten_particles(head_params).detach(),
+                                                  head_scores[None])
+        head_ratios.append(getattr(head_info, "repulsion_ratio", None))
         _set_grads(head_params, phi_head)
+    if fs is not None:
+        trunk_rule.kernel.use(function_space_terms(fs.features, trunk_params, fs.bandwidth,
+                                                   fs.smooth_drive))
     phi, info = trunk_rule.direction(flatten_particles(trunk_params).detach(),
                                      torch.stack(trunk_scores))
     _set_grads(trunk_params, phi)
     weights = info.weights.new_zeros(info.weights.shape[:-1] + (len(task_losses),))
     weights[..., active] = info.weights
-    return weights
+    ratios = [r for r in head_ratios if r is not None]
+    return StepInfo(weights, info.repulsion_ratio,
+                    float(sum(ratios) / len(ratios)) if ratios else None)

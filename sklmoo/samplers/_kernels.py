@@ -226,3 +226,46 @@ class LogDensityRBFKernel:
             trace_sum = (k * (diag - quad / sigma2)).sum() / sigma2
         return SteinKernelTerms(matrix=k, sigma2=sigma2, repulsive=repulsive,
                                 trace_sum=trace_sum)
+
+
+class PrecomputedKernel:
+    """A kernel whose :class:`SteinKernelTerms` were computed elsewhere -- e.g. an RBF on each
+    particle network's outputs, pulled back to the parameters by autograd -- handed to the
+    direction rules through :meth:`use` before each step.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from sklmoo.samplers import MTSGD, PrecomputedKernel, SteinKernelTerms
+    >>> kernel = PrecomputedKernel()
+    >>> rule = MTSGD(kernel)
+    >>> x = torch.zeros(3, 2)
+    >>> _ = kernel.use(SteinKernelTerms(torch.eye(3) * 3, torch.tensor(1.0), torch.zeros(3, 2), None))
+    >>> phi, info = rule.direction(x, torch.ones(1, 3, 2))   # k = M I: each particle's own score
+    >>> phi
+    tensor([[1., 1.],
+            [1., 1.],
+            [1., 1.]])
+    """
+
+    def __init__(self):
+        self.terms = None
+
+    def __repr__(self):
+        return "PrecomputedKernel()"
+
+    def use(self, terms):
+        """Set the terms the next ``stein_terms`` call returns."""
+        self.terms = terms
+        return self
+
+    def stein_terms(self, particles, scores, log_densities=None, trace=True):
+        t = self.terms
+        if t is None:
+            raise RuntimeError("PrecomputedKernel.use(terms) must be called before a step")
+        m, d = particles.shape
+        if t.matrix.shape != (m, m) or t.repulsive.shape != (m, d):
+            raise ValueError(f"precomputed terms are for matrix {tuple(t.matrix.shape)} and "
+                             f"repulsive field {tuple(t.repulsive.shape)}, the particles are "
+                             f"{(m, d)}")
+        return t

@@ -9,7 +9,11 @@ import torch
 
 from ._stein import MGDA, MOOSVGD, MTSGD, SVGD, LinearScalarization
 
-METHODS = ("mtsgd", "moo_svgd", "mgda", "linear", "svgd")
+#: the multi-target update rules (the MT-SGD paper's method and its baselines), one registry for
+#: the samplers, the network update, the estimators, the demo and the benchmarks
+MULTI_TARGET_METHODS = ("mtsgd", "moo_svgd", "mgda", "linear")
+#: every direction rule by name: the multi-target ones and single-target SVGD
+METHODS = MULTI_TARGET_METHODS + ("svgd",)
 
 
 def make_direction_rule(method, kernel=None, repulsion=1.0):

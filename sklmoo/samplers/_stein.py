@@ -33,6 +33,16 @@ class DirectionInfo:
     gram: Optional[torch.Tensor]
     weights: torch.Tensor
     sigma2: Optional[torch.Tensor] = None
+    drive_norm: Optional[torch.Tensor] = None
+    repulsion_norm: Optional[torch.Tensor] = None
+
+    @property
+    def repulsion_ratio(self):
+        """``||repulsive part|| / ||driving part||`` of phi (kernel rules), else None: above 1
+        the particles mostly push each other apart instead of following the targets."""
+        if self.drive_norm is None or self.repulsion_norm is None:
+            return None
+        return float(self.repulsion_norm / self.drive_norm.clamp_min(1e-30))
 
 
 def _check_inputs(particles, scores):
@@ -73,7 +83,10 @@ def stein_gram(terms, scores, repulsion=1.0):
         + \frac{c}{\sigma^2}\langle s_i(a) - s_j(b), \theta_a - \theta_b\rangle
         + c^2\Big(\frac{d}{\sigma^2} - \frac{\|\theta_a-\theta_b\|^2}{\sigma^4}\Big)\Big].
 
-    Computed in O(K M^2 d + K^2 M d) with no loop over particles or task pairs.
+    Computed in O(K M^2 d + K^2 M d) with no loop over particles or task pairs. The trace term
+    adds the same constant to every entry of U, which changes neither the simplex minimiser
+    nor Lemma 1's inequality; a kernel may omit it (``trace_sum=None``) when it is too costly
+    (:class:`PrecomputedKernel` from network outputs).
 
     Parameters
     ----------
@@ -91,7 +104,9 @@ def stein_gram(terms, scores, repulsion=1.0):
     kernel_scores = torch.einsum("ab,kbd->kad", terms.matrix, scores)
     drive = torch.einsum("kad,lad->kl", scores, kernel_scores)
     cross = torch.einsum("kad,ad->k", scores, terms.repulsive)
-    gram = drive + repulsion * (cross[:, None] + cross[None, :]) + repulsion**2 * terms.trace_sum
+    gram = drive + repulsion * (cross[:, None] + cross[None, :])
+    if terms.trace_sum is not None:       # None: a kernel that omits this task-free constant
+        gram = gram + repulsion**2 * terms.trace_sum
     gram = gram / (m * m)
     return 0.5 * (gram + gram.T), kernel_scores
 
@@ -158,9 +173,11 @@ class MTSGD(_KernelRule):
         gram, kernel_scores = stein_gram(terms, scores, self.repulsion)
         weights = min_norm_weights(gram)
         m = particles.shape[0]
-        phi = (torch.einsum("k,kad->ad", weights, kernel_scores)
-               + self.repulsion * terms.repulsive) / m
-        return phi, DirectionInfo(gram=gram, weights=weights, sigma2=terms.sigma2)
+        drive = torch.einsum("k,kad->ad", weights, kernel_scores) / m
+        repulsive = self.repulsion * terms.repulsive / m
+        return drive + repulsive, DirectionInfo(gram=gram, weights=weights, sigma2=terms.sigma2,
+                                                drive_norm=drive.norm(),
+                                                repulsion_norm=repulsive.norm())
 
 
 class SVGD(MTSGD):
@@ -253,8 +270,11 @@ class MOOSVGD(_KernelRule):
         particles, scores = _check_inputs(particles, scores)
         combined, grams, weights = _per_particle_min_norm(scores)
         terms = self.kernel.stein_terms(particles, scores, log_densities, trace=False)
-        phi = (terms.matrix @ combined + self.repulsion * terms.repulsive) / particles.shape[0]
-        return phi, DirectionInfo(gram=grams, weights=weights, sigma2=terms.sigma2)
+        drive = terms.matrix @ combined / particles.shape[0]
+        repulsive = self.repulsion * terms.repulsive / particles.shape[0]
+        return drive + repulsive, DirectionInfo(gram=grams, weights=weights, sigma2=terms.sigma2,
+                                                drive_norm=drive.norm(),
+                                                repulsion_norm=repulsive.norm())
 
 
 class LinearScalarization:
@@ -265,8 +285,10 @@ class LinearScalarization:
 
     Parameters
     ----------
-    weights : sequence of float, optional
-        Non-negative task weights (normalised to sum to one). Default uniform.
+    weights : array-like of shape (K,) or (M, K), optional
+        Non-negative task weights (normalised to sum to one), shared by all particles or one
+        row per particle (particle m follows :math:`\sum_k w_{mk} s_k(\theta_m)`; the warm-up
+        of the MT-SGD authors' code spreads the rows over the simplex). Default uniform.
 
     Examples
     --------
@@ -291,10 +313,13 @@ class LinearScalarization:
             w = torch.full((n_targets,), 1.0 / n_targets, dtype=scores.dtype, device=scores.device)
         else:
             w = torch.as_tensor(self.weights, dtype=scores.dtype, device=scores.device)
-            if w.shape != (n_targets,) or (w < 0).any() or not w.sum() > 0:
+            shapes = ((n_targets,), (scores.shape[1], n_targets))
+            if (w.shape not in shapes or (w < 0).any() or not (w.sum(-1) > 0).all()):
                 raise ValueError(
-                    f"weights must be {n_targets} non-negative numbers with a positive sum, "
-                    f"got {self.weights!r}"
+                    f"weights must have shape {shapes[0]} or {shapes[1]}, be non-negative and "
+                    f"sum to a positive number, got {self.weights!r}"
                 )
-            w = w / w.sum()
+            w = w / w.sum(-1, keepdim=True)
+            if w.ndim == 2:
+                return torch.einsum("mk,kmd->md", w, scores), DirectionInfo(gram=None, weights=w)
         return torch.einsum("k,kmd->md", w, scores), DirectionInfo(gram=None, weights=w)
