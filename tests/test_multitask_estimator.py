@@ -19,20 +19,11 @@ from sklmoo.metrics import ece_scorer
 from sklmoo.nn import flatten_particles
 from sklmoo.samplers import SVGD
 
-# Every entry follows from the estimator being multi-output only (y must be (n, n_tasks), as for
-# sklearn.multioutput.MultiOutputClassifier) or from skorch's NeuralNet design.
+# Both follow from skorch's NeuralNet design.
 EXPECTED_FAILED_CHECKS = {
     # skorch's NeuralNet.__init__ sets history_, initialized_, virtual_params_ and stores
     # module__* keyword arguments as attributes (that is how skorch routes them)
     "check_no_attributes_set_in_init": "skorch NeuralNet sets bookkeeping attributes in __init__",
-    # these checks pass 1-D y, which a multi-output-only estimator rejects
-    "check_classifiers_one_label": "1-D y is rejected (multi-output only)",
-    "check_classifiers_one_label_sample_weights": "1-D y is rejected (multi-output only)",
-    "check_classifiers_classes": "1-D y is rejected (multi-output only)",
-    "check_classifiers_regression_target": "1-D y is rejected before the label type is checked",
-    # predict returns (n, n_tasks) and predict_proba a list of per-task arrays
-    "check_classifiers_train": "predict returns (n, n_tasks), not (n,)",
-    "check_methods_sample_order_invariance": "predict_proba returns a list of per-task arrays",
     # skorch's set_params validates callbacks / modules eagerly and fails on the check's
     # placeholder values
     "check_set_params": "skorch.NeuralNet.set_params rejects non-callback values for callbacks",
@@ -46,7 +37,8 @@ def _small(**kw):
     return MTSGDMultiTaskClassifier(**params)
 
 
-@parametrize_with_checks([_small()], expected_failed_checks=lambda est: EXPECTED_FAILED_CHECKS)
+@parametrize_with_checks([_small(max_epochs=8, lr=1e-2)],
+                         expected_failed_checks=lambda est: EXPECTED_FAILED_CHECKS)
 def test_sklearn_compatible(estimator, check):
     check(estimator)
 
@@ -154,7 +146,8 @@ def test_single_task_trunk_update_is_svgd(digits):
     X, y, _, _ = digits
     X, y1 = X[:64], y[:64, :1]
     est = _small(n_particles=4, optimizer=torch.optim.SGD, lr=0.5, batch_size=64,
-                 max_epochs=1, iterator_train__shuffle=False, head_repulsion=0.0, repulsion=0.3)
+                 max_epochs=1, iterator_train__shuffle=False, head_repulsion=0.0, repulsion=0.3,
+                 kernel="parameter")
     est.fit(X, y1)  # one full-batch step from the initial particles
     # rebuild the initial particles exactly as fit does, then take the SVGD step by hand
     ref = clone(est)
@@ -173,11 +166,77 @@ def test_single_task_trunk_update_is_svgd(digits):
     torch.testing.assert_close(after, theta + 0.5 * phi, rtol=1e-4, atol=1e-6)
 
 
+def test_single_task_function_space_update_is_function_space_svgd(digits):
+    """T = 1: MT-SGD with the function-space kernel is SVGD with that kernel (QP weight 1)."""
+    from sklmoo.nn import function_space_terms
+    from sklmoo.samplers import PrecomputedKernel
+
+    X, y, _, _ = digits
+    X, y1 = X[:64], y[:64, 0]                                     # a 1-D target: one task
+    est = _small(n_particles=4, optimizer=torch.optim.SGD, lr=0.5, batch_size=64,
+                 max_epochs=1, iterator_train__shuffle=False, head_repulsion=0.0, repulsion=0.3,
+                 kernel="function", smooth_drive=True)
+    est.fit(X, y1)
+    ref = clone(est)
+    ref._prepare(X, y1)
+    ref.initialize()
+    net = ref.module_
+    params = net.trunk.member_parameters()
+    features, logits = net.forward_with_features(torch.as_tensor(X))
+    target = torch.as_tensor(np.searchsorted(ref.classes_, y1))
+    loss = torch.nn.functional.cross_entropy(logits[0].transpose(1, 2),
+                                             target[:, None].expand(-1, 4), reduction="none")
+    grads = torch.autograd.grad(loss.mean(0).sum(), params, retain_graph=True)
+    terms = function_space_terms(features, params, smooth_drive=True)
+    theta = flatten_particles(params).detach()
+    phi, _ = SVGD(PrecomputedKernel().use(terms), repulsion=0.3).direction(
+        theta, -flatten_particles(grads)[None])
+    after = flatten_particles(est.module_.trunk.member_parameters()).detach()
+    torch.testing.assert_close(after, theta + 0.5 * phi, rtol=1e-4, atol=1e-6)
+    assert est.history[-1, "trunk_repulsion"] > 0
+
+
+def test_one_dimensional_target_is_a_drop_in_classifier():
+    from sklearn.datasets import load_digits
+
+    X, y = load_digits(return_X_y=True)
+    labels = np.array(list("abcdefghij"))[y]
+    pipe = make_pipeline(StandardScaler(), _small(max_epochs=3, module__hidden_units=(16,)))
+    scores = cross_val_score(pipe, X[:300], labels[:300], scoring=ece_scorer, cv=3)
+    assert np.isfinite(scores).all() and (scores <= 0).all()
+    clf = pipe.fit(X[:300], labels[:300])[-1]
+    assert isinstance(clf.classes_, np.ndarray) and clf.classes_.tolist() == list("abcdefghij")
+    assert pipe.predict(X[:5]).shape == (5,) and pipe.predict_proba(X[:5]).shape == (5, 10)
+    assert clf.predict_proba_members(pipe[0].transform(X[:5])).shape == (2, 5, 10)
+    assert clf.predict_uncertainty(pipe[0].transform(X[:5]))["epistemic"].shape == (5,)
+    assert 0 <= pipe.score(X[300:400], labels[300:400]) <= 1
+
+
+def test_new_parameters_round_trip_and_warm_up(digits):
+    X, y, _, _ = digits
+    est = _small(kernel="parameter", smooth_drive=True, warmup_epochs=1, max_epochs=2)
+    cl = clone(est)
+    assert {k: cl.get_params()[k] for k in ("kernel", "smooth_drive", "warmup_epochs")} == \
+        {"kernel": "parameter", "smooth_drive": True, "warmup_epochs": 1}
+    cl.set_params(kernel="function", warmup_epochs=0)
+    assert cl.kernel == "function" and cl.warmup_epochs == 0
+    est.fit(X[:200], y[:200])
+    first = np.array([b["task_weights"] for b in est.history[0, "batches"]])
+    assert first.shape[1:] == (2, 2)              # warm-up: one fixed weight row per particle
+    np.testing.assert_allclose(first[0], first[-1])
+    assert not np.allclose(first[0][0], first[0][1])       # spread over the simplex
+    later = np.array([b["task_weights"] for b in est.history[1, "batches"]])
+    assert later.shape[1:] == (2,)                # then one QP solution per step
+    for bad, match in ((dict(kernel="rbf"), "kernel"), (dict(warmup_epochs=-1), "warmup"),
+                       (dict(smooth_drive="yes"), "smooth_drive")):
+        with pytest.raises(ValueError, match=match):
+            _small(**bad).fit(X[:100], y[:100])
+
+
 @pytest.mark.parametrize("X_bad,y_bad,match", [
     ("short_y", None, "samples"),
     ("nan_X", None, "NaN"),
     ("inf_X", None, "infinity"),
-    (None, "one_dim", "2-D"),
     (None, "one_class", "at least two classes"),
 ])
 def test_bad_input_raises(X_bad, y_bad, match):

@@ -157,3 +157,14 @@ def test_multitask_parameters_are_validated_before_any_epoch(digits, params, mat
     with pytest.raises(ValueError, match=match):
         clf.fit(X, y)
     assert not clf.__sklearn_is_fitted__()
+
+
+@pytest.mark.parametrize("make", [
+    lambda: _mt(),
+    lambda: L2ESamplerClassifier(n_chains=2, max_epochs=2, n_samples=1, random_state=0),
+])
+def test_sample_weight_is_refused_not_ignored(digits, make):
+    X, y = digits
+    y = y if "MTSGD" in type(make()).__name__ else y[:, 0]
+    with pytest.raises(ValueError, match="does not support sample_weight"):
+        make().fit(X, y, sample_weight=np.ones(len(X)))

@@ -31,6 +31,11 @@ class FitGuardMixin:
     def _run_epochs(self, X, y, **fit_params):
         from skorch import NeuralNet
 
+        if "sample_weight" in fit_params:
+            # skorch would hand it to the module's forward, which ignores it: refuse instead
+            raise ValueError(f"{type(self).__name__} does not support sample_weight: every "
+                             "sample (and so every class) counts once; resample the data to "
+                             "weight samples or classes")
         self._epoch_offset = len(self.history) if self.initialized_ else 0
         self._first_loss = None
         NeuralNet.partial_fit(self, X, y, **fit_params)

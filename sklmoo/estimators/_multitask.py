@@ -1,6 +1,9 @@
 """MTSGDMultiTaskClassifier: M particle networks fitted by MT-SGD, as a skorch/sklearn estimator."""
 
+import warnings
+
 import numpy as np
+import pandas as pd
 import torch
 from sklearn.base import ClassifierMixin
 from sklearn.exceptions import NotFittedError
@@ -11,9 +14,9 @@ from skorch.dataset import unpack_data
 from skorch.utils import to_numpy, to_tensor
 
 from ..metrics import entropy_decomposition
-from ..nn import (METHODS, LeNetTrunk, MLPTrunk, MultiTaskParticleNet, make_update_rules,
-                  member_factory, multitask_particle_step)
-from ..samplers import RBFKernel
+from ..nn import (METHODS, FunctionSpace, LeNetTrunk, MLPTrunk, MultiTaskParticleNet,
+                  make_update_rules, member_factory, multitask_particle_step)
+from ..samplers import LinearScalarization, PrecomputedKernel, RBFKernel
 from ._guard import FitGuardMixin
 from ._targets import (as_2d_targets, decode_predictions, encode_targets, encode_with_classes,
                        missing_mask)
@@ -31,7 +34,9 @@ class MTSGDMultiTaskClassifier(FitGuardMixin, ClassifierMixin, NeuralNet):
     A skorch ``NeuralNet``: callbacks, ``history``, ``device='cuda'``, ``save_params``,
     ``warm_start`` and ``set_params(module__...)`` work as in skorch. ``y`` follows
     :class:`~sklearn.multioutput.MultiOutputClassifier`: shape (n_samples, n_tasks), any labels
-    per task (strings too), missing labels allowed.
+    per task (strings too), missing labels allowed. A 1-D ``y`` is one task (MT-SGD is then
+    SVGD): ``predict`` returns 1-D labels, ``predict_proba`` an (n, n_classes) array and
+    ``classes_`` an array, as for any scikit-learn classifier.
 
     Parameters
     ----------
@@ -47,8 +52,22 @@ class MTSGDMultiTaskClassifier(FitGuardMixin, ClassifierMixin, NeuralNet):
         Trunk update: MT-SGD; MOO-SVGD (per-particle MGDA weights, then SVGD); per-particle
         MGDA (independent particles); linear scalarisation (mean task gradient: an independent
         ensemble). Heads move by SVGD for the two kernel methods, by their own gradient otherwise.
+    kernel : {'function', 'parameter'}, default='function'
+        What the RBF kernel compares. ``'function'``: each particle's outputs on the mini-batch
+        (the trunk's features for the trunk, each task's logits for its heads), with the
+        repulsion pulled back to the parameters by autograd, as the MT-SGD authors' code and
+        function-space particle methods do. ``'parameter'``: the flattened parameters; with
+        10^4-10^5 weights and the median bandwidth its repulsion is ~10^-4 of the drive, so the
+        particles behave as an independent ensemble (measured,
+        ``docs/benchmarks/multi_digits.md``). The default is the one that measured no worse
+        than an independent ensemble in both regimes of that benchmark.
+    smooth_drive : bool, default=False
+        With ``kernel='function'``: whether the drive is the kernel-weighted average of all
+        particles' scores (SVGD's form) or each particle's own score (the kernel then only sets
+        the repulsion; MT-SGD's U is then the Gram matrix of the directions in L2 over the
+        particles). The parameter kernel always smooths (it is then nearly the identity).
     bandwidth : 'median' or float, default='median'
-        RBF kernel length scale over flattened parameters (median heuristic by default).
+        RBF kernel length scale (median heuristic by default) on parameters or outputs.
     repulsion : float, default=1e-3
         Coefficient c of the trunk kernel's repulsive term. The scores are gradients of the mean
         mini-batch loss, i.e. :math:`\\nabla\\log p / N`; exact MT-SGD on
@@ -56,6 +75,10 @@ class MTSGDMultiTaskClassifier(FitGuardMixin, ClassifierMixin, NeuralNet):
         of the official experiments' trunk value (0.0015).
     head_repulsion : float, default=1e-2
         The same for the heads' SVGD.
+    warmup_epochs : int, default=0
+        Epochs at the start during which particle i follows its own fixed task weights, spread
+        over the simplex (as the authors' code does in its first epoch), before the rule of
+        ``method`` takes over; heads follow their gradients meanwhile.
     input_shape : tuple of int, optional
         Shape of one sample when images are passed flat, e.g. ``(1, 12, 12)``.
     missing_label : scalar, optional
@@ -69,15 +92,18 @@ class MTSGDMultiTaskClassifier(FitGuardMixin, ClassifierMixin, NeuralNet):
 
     Attributes
     ----------
-    classes_ : list of ndarray
-        Labels of each task.
+    classes_ : ndarray, or list of ndarray
+        The labels (one array per task for a 2-D ``y``).
     task_names_ : list of str
-        The target DataFrame's column names, else ``task_0``, ...
+        The target DataFrame's column names (a Series' name), else ``task_0``, ...
     n_features_in_ : int
     module_ : MultiTaskParticleNet
         The fitted particles.
     history : skorch History
-        Per batch, ``task_weights`` holds the trunk rule's task weights (the QP solution).
+        Per batch, ``task_weights`` holds the trunk rule's task weights (the QP solution) and
+        ``trunk_repulsion`` / ``head_repulsion`` the repulsion / drive norm ratios; per epoch,
+        their means and ``task_weights_std`` (the spread of the weights over the batches). A
+        ``UserWarning`` says when the repulsion outweighs the drive in an epoch.
 
     Examples
     --------
@@ -92,8 +118,9 @@ class MTSGDMultiTaskClassifier(FitGuardMixin, ClassifierMixin, NeuralNet):
     (4, 2)
     """
 
-    def __init__(self, module=None, *, n_particles=5, method="mtsgd", bandwidth="median",
-                 repulsion=1e-3, head_repulsion=1e-2, input_shape=None, missing_label=None,
+    def __init__(self, module=None, *, n_particles=5, method="mtsgd", kernel="function",
+                 smooth_drive=False, bandwidth="median", repulsion=1e-3, head_repulsion=1e-2,
+                 warmup_epochs=0, input_shape=None, missing_label=None,
                  random_state=None, criterion=torch.nn.CrossEntropyLoss,
                  optimizer=torch.optim.Adam, lr=1e-3, max_epochs=20, batch_size=64,
                  train_split=None, verbose=0, **kwargs):
@@ -102,6 +129,9 @@ class MTSGDMultiTaskClassifier(FitGuardMixin, ClassifierMixin, NeuralNet):
                          verbose=verbose, **kwargs)
         self.n_particles = n_particles
         self.method = method
+        self.kernel = kernel
+        self.smooth_drive = smooth_drive
+        self.warmup_epochs = warmup_epochs
         self.bandwidth = bandwidth
         self.repulsion = repulsion
         self.head_repulsion = head_repulsion
@@ -114,7 +144,7 @@ class MTSGDMultiTaskClassifier(FitGuardMixin, ClassifierMixin, NeuralNet):
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.target_tags.multi_output = True
-        tags.target_tags.single_output = False
+        tags.target_tags.single_output = True
         tags.non_deterministic = False
         return tags
 
@@ -123,6 +153,14 @@ class MTSGDMultiTaskClassifier(FitGuardMixin, ClassifierMixin, NeuralNet):
     def _check_params(self):
         if self.method not in METHODS:
             raise ValueError(f"method must be one of {METHODS}, got {self.method!r}")
+        if self.kernel not in ("function", "parameter"):
+            raise ValueError(f"kernel must be 'function' or 'parameter', got {self.kernel!r}")
+        if not isinstance(self.smooth_drive, (bool, np.bool_)):
+            raise ValueError(f"smooth_drive must be True or False, got {self.smooth_drive!r}")
+        if (isinstance(self.warmup_epochs, bool)
+                or not isinstance(self.warmup_epochs, (int, np.integer)) or self.warmup_epochs < 0):
+            raise ValueError(f"warmup_epochs must be an integer >= 0, got "
+                             f"{self.warmup_epochs!r}")
         for name, low in (("n_particles", 1), ("max_epochs", 0)):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
@@ -162,11 +200,28 @@ class MTSGDMultiTaskClassifier(FitGuardMixin, ClassifierMixin, NeuralNet):
                              "is None")
         self._check_params()
         X = self._validate_X(X, reset=True)
-        codes, self.classes_, self.task_names_ = encode_targets(y, X.shape[0],
-                                                                self.missing_label)
-        self.n_tasks_ = len(self.classes_)
+        y, self.single_task_ = self._as_task_columns(y)
+        codes, classes, self.task_names_ = encode_targets(y, X.shape[0], self.missing_label)
+        self.n_tasks_ = len(classes)
+        self.classes_ = classes[0] if self.single_task_ else classes
         self.seed_ = int(check_random_state(self.random_state).randint(np.iinfo(np.int32).max))
         return X, codes
+
+    @staticmethod
+    def _as_task_columns(y):
+        """A 1-D target (array, list, Series) becomes one task column; returns (y, single)."""
+        if isinstance(y, pd.Series):
+            return y.to_frame(name=str(y.name) if y.name is not None else "task_0"), True
+        if isinstance(y, pd.DataFrame):
+            return y, False
+        arr = np.asarray(y, dtype=object) if not hasattr(y, "dtype") else np.asarray(y)
+        if arr.ndim == 1:
+            return arr.reshape(-1, 1), True
+        return y, False
+
+    def _task_classes(self):
+        """The classes as a list with one array per task, whatever the target's form."""
+        return [self.classes_] if self.single_task_ else self.classes_
 
     def fit(self, X, y, **fit_params):
         """Fit the particles on ``X`` and the multi-task target ``y`` (n_samples, n_tasks).
@@ -190,6 +245,7 @@ class MTSGDMultiTaskClassifier(FitGuardMixin, ClassifierMixin, NeuralNet):
         if self.warm_start and self.__sklearn_is_fitted__():
             # continue the particles: the data must fit the network they were fitted on
             X, codes = self._encode_continuation(X, y)
+            self._initialize_rules()
         else:
             self.fitted_ = False
             X, codes = self._prepare(X, y)
@@ -202,15 +258,17 @@ class MTSGDMultiTaskClassifier(FitGuardMixin, ClassifierMixin, NeuralNet):
     def _encode_continuation(self, X, y):
         self._check_params()
         X = self._validate_X(X, reset=False)
+        y, single = self._as_task_columns(y)
         try:
             codes, classes, _ = encode_targets(y, X.shape[0], self.missing_label)
         except ValueError as exc:
             raise ValueError(f"cannot continue the particles: {exc}") from exc
-        if len(classes) != self.n_tasks_ or not all(
-                np.array_equal(a, b) for a, b in zip(classes, self.classes_)):
+        fitted = self._task_classes()
+        if single != self.single_task_ or len(classes) != self.n_tasks_ or not all(
+                np.array_equal(a, b) for a, b in zip(classes, fitted)):
             raise ValueError(
                 "cannot continue the particles: they were fitted on classes "
-                f"{[c.tolist() for c in self.classes_]}; this y has "
+                f"{[c.tolist() for c in fitted]}; this y has "
                 f"{[c.tolist() for c in classes]}. Set warm_start=False to start new particles")
         return X, codes
 
@@ -237,8 +295,10 @@ class MTSGDMultiTaskClassifier(FitGuardMixin, ClassifierMixin, NeuralNet):
         if self.__sklearn_is_fitted__():
             self._check_params()
             X = self._validate_X(X, reset=False)
-            codes = encode_with_classes(y, X.shape[0], self.classes_, self.task_names_,
+            codes = encode_with_classes(self._as_task_columns(y)[0], X.shape[0],
+                                        self._task_classes(), self.task_names_,
                                         self.missing_label)
+            self._initialize_rules()
         else:
             X, codes = self._prepare(X, y)
             self.initialize()
@@ -273,8 +333,32 @@ class MTSGDMultiTaskClassifier(FitGuardMixin, ClassifierMixin, NeuralNet):
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(self.seed_)
             self.module_ = MultiTaskParticleNet(factory, self.n_particles,
-                                                [len(c) for c in self.classes_],
+                                                [len(c) for c in self._task_classes()],
                                                 input_shape=shape)
+        return self
+
+    def initialize(self):
+        """skorch's initialisation, plus the update rules built from the hyperparameters."""
+        super().initialize()
+        self._initialize_rules()
+        return self
+
+    def _initialize_rules(self):
+        """The trunk and head rules (``rules_``) and the warm-up rules (``warmup_rules_``):
+        built from the hyperparameters once per initialisation / fit, not every batch."""
+        if self.kernel == "function":
+            trunk_kernel, head_kernel = PrecomputedKernel(), PrecomputedKernel()
+        else:
+            trunk_kernel = head_kernel = RBFKernel(self.bandwidth)
+        self.rules_ = make_update_rules(self.method, trunk_kernel, self.repulsion,
+                                        self.head_repulsion, head_kernel=head_kernel)
+        m, t = self.n_particles, self.n_tasks_
+        # particle i's task weights, spread over the simplex (one-hot corners first)
+        grid = (np.arange(m)[:, None] + np.arange(t)[None, :] * max(1, m // t)) % m
+        weights = 1.0 + np.cos(2 * np.pi * grid / m)
+        weights = np.where(weights.sum(1, keepdims=True) > 0, weights, 1.0)
+        self.warmup_rules_ = (LinearScalarization(weights / weights.sum(1, keepdims=True)),
+                              LinearScalarization())
         return self
 
     def initialize_criterion(self):
@@ -326,30 +410,52 @@ class MTSGDMultiTaskClassifier(FitGuardMixin, ClassifierMixin, NeuralNet):
         """One MT-SGD step: per-task scores by autograd, directions written into ``.grad``."""
         self._set_training(True)
         Xi, yi = unpack_data(batch)
-        y_pred = self.infer(Xi, **fit_params)
+        features, y_pred = self.module_.forward_with_features(to_tensor(Xi, device=self.device))
         losses = self._task_losses(y_pred, yi)
         loss = self._mean_loss(losses)
         epoch = len(self.history)
         if not torch.isfinite(loss):
             raise FloatingPointError(f"non-finite training loss ({float(loss)}) in epoch {epoch};"
                                      " lower lr or check X for extreme values")
-        trunk_rule, head_rule = make_update_rules(self.method, RBFKernel(self.bandwidth),
-                                                  self.repulsion, self.head_repulsion)
+        warming_up = epoch <= self.warmup_epochs
+        trunk_rule, head_rule = self.warmup_rules_ if warming_up else self.rules_
+        function_space = None
+        if self.kernel == "function" and not warming_up and self.method in ("mtsgd", "moo_svgd"):
+            function_space = FunctionSpace(features, y_pred, self.bandwidth, self.smooth_drive)
         try:
-            weights = multitask_particle_step(
+            info = multitask_particle_step(
                 self.module_, [None if x is None else x.sum() for x in losses],
-                trunk_rule, head_rule)
+                trunk_rule, head_rule, function_space)
         except FloatingPointError as exc:
             raise FloatingPointError(f"sampler diverged in epoch {epoch}: {exc}") from exc
-        self.history.record_batch("task_weights", to_numpy(weights).tolist())
+        self.history.record_batch("task_weights", to_numpy(info.weights).tolist())
+        self.history.record_batch("trunk_repulsion", info.trunk_repulsion_ratio)
+        self.history.record_batch("head_repulsion", info.head_repulsion_ratio)
         return {"loss": loss.detach(), "y_pred": y_pred}
 
     def _guarded_tensors(self):
         return dict(self.module_.named_parameters())
 
     def on_epoch_end(self, net, **kwargs):
-        """Detect divergence (defined in :meth:`fit`)."""
+        """Detect divergence (defined in :meth:`fit`); summarise the epoch's repulsion / drive
+        ratios and task weights, and warn when the repulsion dominates."""
         self._check_divergence()
+        batches = [b for b in self.history[-1, "batches"] if "task_weights" in b]
+        if batches:
+            weights = np.array([b["task_weights"] for b in batches], dtype=float)
+            self.history.record("task_weights_mean", weights.mean(0).tolist())
+            self.history.record("task_weights_std", weights.std(0).tolist())
+            for part in ("trunk", "head"):
+                ratios = [b[f"{part}_repulsion"] for b in batches
+                          if b.get(f"{part}_repulsion") is not None]
+                mean = float(np.mean(ratios)) if ratios else None
+                self.history.record(f"{part}_repulsion", mean)
+                if mean is not None and mean > 1.0:
+                    warnings.warn(f"the {part} repulsion outweighs the drive in epoch "
+                                  f"{len(self.history)} (norm ratio {mean:.2f}): the particles "
+                                  f"mostly push each other apart; lower "
+                                  f"{'repulsion' if part == 'trunk' else 'head_repulsion'}",
+                                  UserWarning, stacklevel=2)
         super().on_epoch_end(net, **kwargs)
 
     # -- predictions ---------------------------------------------------------------------------
@@ -363,35 +469,48 @@ class MTSGDMultiTaskClassifier(FitGuardMixin, ClassifierMixin, NeuralNet):
                 outs[t].append(logits)
         return [torch.cat(o) for o in outs]                          # each (n, M, C)
 
-    def predict_proba_members(self, X):
-        """Class probabilities of every particle: list of T arrays (M, n_samples, n_classes_t)."""
+    def _members_per_task(self, X):
         return [to_numpy(torch.softmax(lg.float(), dim=-1).transpose(0, 1))
                 for lg in self._member_logits(X)]
 
+    def _single(self, per_task):
+        return per_task[0] if self.single_task_ else per_task
+
+    def predict_proba_members(self, X):
+        """Class probabilities of every particle: list of T arrays (M, n_samples, n_classes_t)
+        (one array for a 1-D ``y``)."""
+        return self._single(self._members_per_task(X))
+
     def predict_proba(self, X):
         """Ensemble class probabilities (average over particles): list of T arrays
-        (n_samples, n_classes_t), columns in ``classes_[t]`` order."""
-        return [p.mean(axis=0) for p in self.predict_proba_members(X)]
+        (n_samples, n_classes_t), columns in ``classes_[t]`` order (one array for a 1-D
+        ``y``)."""
+        return self._single([p.mean(axis=0) for p in self._members_per_task(X)])
 
     def _predict_codes(self, X):
-        return np.column_stack([p.argmax(axis=1) for p in self.predict_proba(X)])
+        return np.column_stack([p.mean(axis=0).argmax(axis=1)
+                                for p in self._members_per_task(X)])
 
     def predict(self, X):
-        """Most probable label of each task -> (n_samples, n_tasks), original labels."""
-        return decode_predictions(self._predict_codes(X), self.classes_)
+        """Most probable label of each task -> (n_samples, n_tasks), original labels
+        ((n_samples,) for a 1-D ``y``)."""
+        labels = decode_predictions(self._predict_codes(X), self._task_classes())
+        return labels[:, 0] if self.single_task_ else labels
 
     def predict_uncertainty(self, X):
         """Per-sample, per-task predictive entropy split (nats).
 
         Returns
         -------
-        dict with ``'total'``, ``'aleatoric'`` and ``'epistemic'`` arrays (n_samples, n_tasks):
+        dict with ``'total'``, ``'aleatoric'`` and ``'epistemic'`` arrays (n_samples, n_tasks)
+        ((n_samples,) for a 1-D ``y``):
         total entropy of the ensemble average = expected member entropy (aleatoric) + mutual
         information between label and particle (epistemic).
         """
-        parts = [entropy_decomposition(p) for p in self.predict_proba_members(X)]
-        return {name: np.column_stack([part[i] for part in parts])
-                for i, name in enumerate(("total", "aleatoric", "epistemic"))}
+        parts = [entropy_decomposition(p) for p in self._members_per_task(X)]
+        out = {name: np.column_stack([part[i] for part in parts])
+               for i, name in enumerate(("total", "aleatoric", "epistemic"))}
+        return {k: v[:, 0] for k, v in out.items()} if self.single_task_ else out
 
     def score(self, X, y, sample_weight=None):
         """Mean over tasks of the accuracy on each task's labelled samples.
@@ -400,8 +519,8 @@ class MTSGDMultiTaskClassifier(FitGuardMixin, ClassifierMixin, NeuralNet):
         seen in fit counts as a wrong prediction; tasks without any labelled sample in ``y``
         are left out of the mean.
         """
-        pred = self.predict(X)
-        arr, _ = as_2d_targets(y, len(pred))
+        pred = decode_predictions(self._predict_codes(X), self._task_classes())
+        arr, _ = as_2d_targets(self._as_task_columns(y)[0], len(pred))
         if arr.shape[1] != self.n_tasks_:
             raise ValueError(f"y has {arr.shape[1]} task columns but the estimator was fitted "
                              f"on {self.n_tasks_} tasks")

@@ -15,8 +15,8 @@ from ._ensemble import flatten_particles, unflatten_like
 from ._function_kernel import function_space_terms
 
 
-def make_update_rules(method, kernel, repulsion, head_repulsion):
-    """``(trunk_rule, head_rule)`` for a method name.
+def make_update_rules(method, kernel, repulsion, head_repulsion, head_kernel=None):
+    """``(trunk_rule, head_rule)`` for a method name (``head_kernel`` defaults to ``kernel``).
 
     * ``'mtsgd'``: trunk by MT-SGD over the T task posteriors (Eq. 7), heads by SVGD (Eq. 9);
     * ``'moo_svgd'``: trunk by MOO-SVGD, heads by SVGD;
@@ -24,10 +24,11 @@ def make_update_rules(method, kernel, repulsion, head_repulsion):
     * ``'linear'``: trunk by the mean task gradient, heads by plain gradient (an independent
       ensemble).
     """
+    head_kernel = kernel if head_kernel is None else head_kernel
     if method == "mtsgd":
-        return MTSGD(kernel, repulsion), SVGD(kernel, head_repulsion)
+        return MTSGD(kernel, repulsion), SVGD(head_kernel, head_repulsion)
     if method == "moo_svgd":
-        return MOOSVGD(kernel, repulsion), SVGD(kernel, head_repulsion)
+        return MOOSVGD(kernel, repulsion), SVGD(head_kernel, head_repulsion)
     if method == "mgda":
         return MGDA(), LinearScalarization()
     if method == "linear":
