@@ -12,8 +12,10 @@ class ReliabilityDiagramDisplay:
 
     One panel per task. Bars show the accuracy of each confidence bin, the shaded "gap" bars the
     difference to the bin's mean confidence, and the line the (confidence, accuracy) points; the
-    diagonal is perfect calibration and the legend gives the ECE. Create it with
-    :meth:`from_estimator` or :meth:`from_predictions`.
+    diagonal is perfect calibration and the legend gives the ECE. Under each panel a histogram
+    gives the number of samples per bin, and the bars and markers fade with it, so that a bin
+    holding a handful of samples does not draw the eye as much as one holding most of them.
+    Create it with :meth:`from_estimator` or :meth:`from_predictions`.
 
     Parameters
     ----------
@@ -21,6 +23,8 @@ class ReliabilityDiagramDisplay:
         Per non-empty bin: mean confidence, accuracy and share of samples.
     bin_edges : list of ndarray, one per task
     ece : list of float, one per task
+    bin_count : list of ndarray, one per task, optional
+        Samples (total sample weight) per non-empty bin; default: ``bin_weight`` (shares).
     estimator_name : str, optional
     task_names : list of str, optional
 
@@ -29,6 +33,8 @@ class ReliabilityDiagramDisplay:
     line_ : matplotlib Line2D, or list of them (multi-task)
     bars_ : matplotlib BarContainer, or list of them (multi-task)
     ax_ : matplotlib Axes, or ndarray of Axes (multi-task)
+    hist_ax_ : matplotlib Axes, or list of them (multi-task)
+        The per-bin sample counts under each panel.
     figure_ : matplotlib Figure
 
     Examples
@@ -41,17 +47,20 @@ class ReliabilityDiagramDisplay:
     >>> X, y = load_iris(return_X_y=True)
     >>> clf = LogisticRegression(max_iter=500).fit(X, y)
     >>> disp = ReliabilityDiagramDisplay.from_estimator(clf, X, y, n_bins=5)
-    >>> disp.ax_.get_xlabel()
+    >>> disp.hist_ax_.get_xlabel()
     'Confidence (top-label probability)'
+    >>> int(sum(p.get_height() for p in disp.hist_ax_.patches))   # samples per bin, all of them
+    150
     """
 
     def __init__(self, mean_confidence, accuracy, bin_weight, bin_edges, ece, *,
-                 estimator_name=None, task_names=None):
+                 bin_count=None, estimator_name=None, task_names=None):
         self.mean_confidence = mean_confidence
         self.accuracy = accuracy
         self.bin_weight = bin_weight
         self.bin_edges = bin_edges
         self.ece = ece
+        self.bin_count = bin_count
         self.estimator_name = estimator_name
         self.task_names = task_names
 
@@ -76,10 +85,12 @@ class ReliabilityDiagramDisplay:
         self
         """
         import matplotlib.pyplot as plt
+        from matplotlib.ticker import LogLocator, NullFormatter
+        from mpl_toolkits.axes_grid1 import make_axes_locatable
 
         n_tasks = len(self.ece)
         if ax is None:
-            fig, axes = plt.subplots(1, n_tasks, figsize=(4.4 * n_tasks, 5.0), squeeze=False)
+            fig, axes = plt.subplots(1, n_tasks, figsize=(4.4 * n_tasks, 6.2), squeeze=False)
             axes = axes[0]
         else:
             axes = np.atleast_1d(np.asarray(ax, dtype=object))
@@ -87,38 +98,59 @@ class ReliabilityDiagramDisplay:
                 raise ValueError(f"ax must hold one Axes per task ({n_tasks}), got {len(axes)}")
             fig = axes[0].figure
         name = self.estimator_name if name is None else name
-        lines, bars = [], []
+        lines, bars, hists = [], [], []
         for t, axis in enumerate(axes):
             edges = self.bin_edges[t]
             widths = np.diff(edges)
             idx = np.clip(np.searchsorted(edges, self.mean_confidence[t], side="left") - 1,
                           0, len(widths) - 1)
             centres, width = edges[idx] + widths[idx] / 2, widths[idx]
+            share = np.asarray(self.bin_weight[t], dtype=float)
+            # opacity follows the bin's share of the samples: near-empty bins stay faint
+            alpha = 0.15 + 0.7 * share / share.max()
             bar = axis.bar(centres, self.accuracy[t], width=width * 0.95, color="tab:blue",
-                           alpha=0.7, edgecolor="black", label="accuracy")
+                           edgecolor="black", label="accuracy")
+            for patch, a in zip(bar, alpha):
+                patch.set_alpha(float(a))
             if show_gaps:
                 gap = self.mean_confidence[t] - self.accuracy[t]
-                axis.bar(centres, gap, bottom=self.accuracy[t], width=width * 0.95,
-                         color="tab:red", alpha=0.3, hatch="//", edgecolor="tab:red", label="gap")
+                gaps = axis.bar(centres, gap, bottom=self.accuracy[t], width=width * 0.95,
+                                color="tab:red", hatch="//", edgecolor="tab:red", label="gap")
+                for patch, a in zip(gaps, alpha):
+                    patch.set_alpha(float(a) * 0.45)
             axis.plot([0, 1], [0, 1], "k:", label="perfectly calibrated")
             label = f"ECE = {self.ece[t]:.3f}" if name is None else f"{name} (ECE = {self.ece[t]:.3f})"
-            (line,) = axis.plot(self.mean_confidence[t], self.accuracy[t], "s-", color="black",
+            (line,) = axis.plot(self.mean_confidence[t], self.accuracy[t], "-", color="black",
                                 label=label)
-            axis.set(xlim=(0, 1), ylim=(0, 1), xlabel="Confidence (top-label probability)",
-                     ylabel="Accuracy")
+            axis.scatter(self.mean_confidence[t], self.accuracy[t], marker="s", color="black",
+                         s=12 + 60 * share / share.max(), zorder=3)
+            axis.set(xlim=(0, 1), ylim=(0, 1), ylabel="Accuracy")
+            axis.tick_params(labelbottom=False)
             if self._multitask:
                 axis.set_title(str(self.task_names[t]))
-            axis.legend(loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=2,
+            counts = share if self.bin_count is None else np.asarray(self.bin_count[t])
+            hist = make_axes_locatable(axis).append_axes("bottom", size="22%", pad=0.08,
+                                                        sharex=axis)
+            hist.bar(centres, counts, width=width * 0.95, color="tab:gray")
+            hist.set_yscale("log")
+            hist.yaxis.set_major_locator(LogLocator(numticks=3))
+            hist.yaxis.set_minor_formatter(NullFormatter())
+            hist.set(xlim=(0, 1), xlabel="Confidence (top-label probability)",
+                     ylabel="samples" if self.bin_count is not None else "share")
+            hist.tick_params(axis="y", labelsize="x-small")
+            axis.legend(loc="upper center", bbox_to_anchor=(0.5, -0.5), ncol=2,
                         fontsize="small", frameon=False)
             lines.append(line)
             bars.append(bar)
+            hists.append(hist)
         if ax is None:
             fig.tight_layout()
         self.figure_ = fig
         if self._multitask:
             self.ax_, self.line_, self.bars_ = np.asarray(axes, dtype=object), lines, bars
+            self.hist_ax_ = hists
         else:
-            self.ax_, self.line_, self.bars_ = axes[0], lines[0], bars[0]
+            self.ax_, self.line_, self.bars_, self.hist_ax_ = axes[0], lines[0], bars[0], hists[0]
         return self
 
     @classmethod
@@ -142,7 +174,7 @@ class ReliabilityDiagramDisplay:
         if any(t is None for t in tasks):
             raise ValueError("every task needs labelled samples to draw its reliability "
                              "diagram")
-        stats = [[], [], [], [], []]
+        stats, counts = [[], [], [], [], []], []
         for codes, proba, sw in tasks:
             conf, correct = _top_label(codes, proba)
             mean_conf, acc, weight, edges = binned_calibration(conf, correct, sw, n_bins,
@@ -150,10 +182,12 @@ class ReliabilityDiagramDisplay:
             for lst, v in zip(stats, (mean_conf, acc, weight, edges,
                                       _gap(mean_conf, acc, weight, "l1"))):
                 lst.append(v)
+            counts.append(weight * (len(codes) if sw is None else sw.sum()))
         if multitask and task_names is None:
             task_names = (list(map(str, y_true.columns)) if hasattr(y_true, "columns")
                           else [f"task {t}" for t in range(len(tasks))])
-        disp = cls(*stats, estimator_name=name, task_names=task_names if multitask else None)
+        disp = cls(*stats, bin_count=counts, estimator_name=name,
+                   task_names=task_names if multitask else None)
         return disp.plot(ax=ax, show_gaps=show_gaps)
 
     @classmethod
