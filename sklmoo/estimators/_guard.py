@@ -13,7 +13,7 @@ class FitGuardMixin:
     ``DIVERGENCE_FACTOR`` times the loss of the fit's first mini-batch, or 1) raises ``FloatingPointError`` naming
     the epoch (and the particle / chain); an interrupted fit raises ``KeyboardInterrupt``
     (skorch would swallow it and return a half-trained net). Either way the estimator stays
-    not fitted.
+    not fitted. A stop by skorch's ``EarlyStopping`` callback is a completed fit.
 
     The estimator calls :meth:`_run_epochs` instead of ``NeuralNet.partial_fit`` and names its
     members in ``_member_kind`` ('particle', 'chain').
@@ -28,6 +28,19 @@ class FitGuardMixin:
         """``{name: tensor with the members on axis 0}`` checked after every epoch."""
         return {n: p for n, p in self.module_.named_parameters()}
 
+    def _check_device_available(self):
+        """Fail at the start of fit, with a message, when the device cannot be used."""
+        device = str(self.device) if self.device is not None else "cpu"
+        if device.startswith("cuda") and not torch.cuda.is_available():
+            raise ValueError(f"device={device!r} but CUDA is not available on this machine "
+                             "(torch.cuda.is_available() is False): use device='cpu', or install "
+                             "a CUDA build of PyTorch on a machine with a GPU")
+        if device.startswith("cuda:"):
+            index = int(device.split(":")[1])
+            if index >= torch.cuda.device_count():
+                raise ValueError(f"device={device!r} but only {torch.cuda.device_count()} CUDA "
+                                 "device(s) are visible")
+
     def _run_epochs(self, X, y, **fit_params):
         from skorch import NeuralNet
 
@@ -40,9 +53,16 @@ class FitGuardMixin:
         self._first_loss = None
         NeuralNet.partial_fit(self, X, y, **fit_params)
         done = len(self.history) - self._epoch_offset
-        if done < self.max_epochs:
+        if done < self.max_epochs and not self._stopped_early():
             raise KeyboardInterrupt(f"fit was interrupted after {done} of {self.max_epochs} "
                                     "epochs; the estimator is not fitted")
+
+    def _stopped_early(self):
+        """Whether skorch's EarlyStopping ended the loop (it raises KeyboardInterrupt too)."""
+        from skorch.callbacks import EarlyStopping
+
+        return any(isinstance(cb, EarlyStopping) and cb.misses_ >= cb.patience
+                   for _, cb in getattr(self, "callbacks_", []))
 
     def _check_divergence(self):
         epoch = len(self.history)

@@ -198,6 +198,7 @@ class L2ESamplerClassifier(FitGuardMixin, ClassifierMixin, NeuralNet):
                 kind = "positive" if strict else "non-negative"
                 raise ValueError(f"{name} must be a finite {kind} number, got {value!r}")
 
+        self._check_device_available()
         if self.sampler not in SGMCMC_SAMPLERS:
             raise ValueError(f"sampler must be one of {SGMCMC_SAMPLERS}, got {self.sampler!r}")
         if self.sample_dtype not in _SAMPLE_DTYPES:
@@ -295,12 +296,18 @@ class L2ESamplerClassifier(FitGuardMixin, ClassifierMixin, NeuralNet):
         n_train = len(dataset_train)
         batch = n_train if self.batch_size == -1 else min(self.batch_size, n_train)
         steps_per_epoch = math.ceil(n_train / batch)
-        self.optimizer_.sampler = self._make_sampler(meta, n_train,
-                                                     self.max_epochs * steps_per_epoch)
+        self.optimizer_.set_sampler(self._make_sampler(meta, n_train,
+                                                       self.max_epochs * steps_per_epoch))
         self.optimizer_.param_groups[0]["sampler_step"] = 0
         self._collect_at = self._collection_steps(continuing, steps_per_epoch)
         self._run_epochs(X, codes, **fit_params)
         self.n_draws_ = len(self.module_.samples)
+        if self.n_draws_ == 0:
+            raise ValueError(f"training stopped after {len(self.history)} epochs, before any "
+                             f"draw was collected (burn-in ends after epoch "
+                             f"{min(self._collect_at) // max(1, steps_per_epoch) + 1}); the "
+                             "estimator is not fitted: lower burn_in or the early-stopping "
+                             "patience")
         self.convergence_ = self._probe_convergence(X)
         self.fitted_ = True
         return self

@@ -151,6 +151,7 @@ class MTSGDMultiTaskClassifier(FitGuardMixin, ClassifierMixin, NeuralNet):
     _member_kind = "particle"
 
     def _check_params(self):
+        self._check_device_available()
         if self.method not in METHODS:
             raise ValueError(f"method must be one of {METHODS}, got {self.method!r}")
         if self.kernel not in ("function", "parameter"):

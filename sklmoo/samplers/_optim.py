@@ -20,8 +20,9 @@ class SamplerOptimizer(torch.optim.Optimizer):
     named_params : iterable of (str, Parameter)
         The tensors the sampler moves; the names are the keys of the sampler's parameter dict.
     sampler : object with ``init(params)`` and ``update(state, grads, generator)``
-        May be replaced between steps (``opt.sampler = ...``) with one whose state has the same
-        fields, e.g. to change the step size of a running chain.
+        May be replaced between steps (:meth:`set_sampler`) with one whose state has the same
+        fields. The param group's ``'lr'`` is the sampler's ``step_size``: a torch (or skorch)
+        learning-rate scheduler that changes it schedules the step size.
     seed : int, optional
         Seeds the generator of the sampler's noise (on the parameters' device).
 
@@ -49,15 +50,22 @@ class SamplerOptimizer(torch.optim.Optimizer):
         named = list(named_params)
         if not named:
             raise ValueError("SamplerOptimizer got no parameters")
-        super().__init__([p for _, p in named], {"sampler_step": 0})
+        super().__init__([p for _, p in named], {"sampler_step": 0, "lr": None})
         self.names = [n for n, _ in named]
-        self.sampler = sampler
+        self.set_sampler(sampler)
         device = named[0][1].device
         self.generator = torch.Generator(device=device)
         if seed is not None:
             self.generator.manual_seed(int(seed))
         else:
             self.generator.seed()
+
+    def set_sampler(self, sampler):
+        """Use ``sampler`` from the next step on; the param group's ``'lr'`` becomes its step
+        size."""
+        self.sampler = sampler
+        self.param_groups[0]["lr"] = getattr(sampler, "step_size", None)
+        return self
 
     def _params(self):
         return self.param_groups[0]["params"]
@@ -87,6 +95,8 @@ class SamplerOptimizer(torch.optim.Optimizer):
                 loss = closure()
         group = self.param_groups[0]
         params = self._params()
+        if group["lr"] is not None and group["lr"] != getattr(self.sampler, "step_size", None):
+            self.sampler.step_size = float(group["lr"])     # set by an LR scheduler
         # the sampler rejects non-finite gradients (naming the tensor) before anything moves
         grads = {name: torch.zeros_like(p) if p.grad is None else p.grad
                  for name, p in zip(self.names, params)}

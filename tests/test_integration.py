@@ -1,0 +1,129 @@
+"""The ecosystem around the estimators: skorch callbacks, progress output, persistence, devices."""
+
+import pickle
+import warnings
+
+import joblib
+import numpy as np
+import pytest
+import torch
+from sklearn.base import clone
+from sklearn.exceptions import ConvergenceWarning
+from skorch.callbacks import Checkpoint, EarlyStopping, LRScheduler, ProgressBar
+from skorch.dataset import ValidSplit
+
+from sklmoo import L2ESamplerClassifier, MTSGDMultiTaskClassifier
+from sklmoo.datasets import make_multi_digits
+
+
+@pytest.fixture(scope="module")
+def data():
+    X, y = make_multi_digits(300, random_state=0, return_X_y=True)
+    return X, y
+
+
+ESTIMATORS = {
+    "mtsgd": lambda **kw: MTSGDMultiTaskClassifier(n_particles=2, max_epochs=3,
+                                                   module__hidden_units=(8,), random_state=0,
+                                                   **kw),
+    "l2e": lambda **kw: L2ESamplerClassifier(n_chains=2, max_epochs=3, n_samples=1,
+                                             module__hidden_units=(8,), random_state=0, **kw),
+}
+
+
+def _target(name, y):
+    return y if name == "mtsgd" else y[:, 0]
+
+
+def _fit(est, X, y):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        return est.fit(X, y)
+
+
+@pytest.mark.parametrize("name", list(ESTIMATORS))
+def test_skorch_callbacks_work(tmp_path, data, name, capsys):
+    X, y = data
+    y = _target(name, y)
+    callbacks = [ProgressBar(), Checkpoint(dirname=str(tmp_path / "ckpt"), monitor=None),
+                 LRScheduler(policy="StepLR", step_size=1)]
+    est = _fit(ESTIMATORS[name](callbacks=callbacks), X, y)
+    assert est.predict(X[:3]).shape[0] == 3
+    assert (tmp_path / "ckpt" / "params.pt").exists()
+    if name == "l2e":
+        # the scheduler's "learning rate" is the sampler's step size: 1.0 -> 0.1 -> 0.01
+        assert est.optimizer_.sampler.step_size == pytest.approx(0.01)
+
+
+
+@pytest.mark.parametrize("name", list(ESTIMATORS))
+def test_early_stopping_is_a_completed_fit(data, name):
+    X, y = data
+    y = _target(name, y)
+    # a threshold no epoch can beat: the callback stops after `patience` epochs
+    est = ESTIMATORS[name]()
+    est.set_params(max_epochs=40, train_split=ValidSplit(0.2),
+                   callbacks=[EarlyStopping(patience=3, threshold=100.0)])
+    if name == "l2e":
+        est.set_params(burn_in=1, n_samples=40)
+    _fit(est, X, y)
+    assert len(est.history) < 40 and est.__sklearn_is_fitted__()
+    assert est.predict(X[:3]).shape[0] == 3
+    if name == "l2e":
+        assert est.n_draws_ >= 1
+        late = ESTIMATORS[name]()
+        late.set_params(max_epochs=40, burn_in=30, train_split=ValidSplit(0.2),
+                        callbacks=[EarlyStopping(patience=3, threshold=100.0)])
+        with pytest.raises(ValueError, match="before any draw was collected"):
+            _fit(late, X, y)
+        assert not late.__sklearn_is_fitted__()
+
+
+@pytest.mark.parametrize("name", list(ESTIMATORS))
+def test_verbose_one_prints_the_epoch_log_and_zero_is_silent(data, name, capsys):
+    X, y = data
+    y = _target(name, y)
+    _fit(ESTIMATORS[name](verbose=1), X, y)
+    out = capsys.readouterr().out
+    assert "train_loss" in out and "epoch" in out
+    _fit(ESTIMATORS[name](verbose=0), X, y)
+    assert capsys.readouterr().out == ""
+
+
+@pytest.mark.parametrize("name", list(ESTIMATORS))
+def test_pickle_joblib_and_save_params_round_trips(tmp_path, data, name):
+    X, y = data
+    y = _target(name, y)
+    est = _fit(ESTIMATORS[name](), X, y)
+    ref = est.predict_proba(X[:20])
+    path = tmp_path / "model.joblib"
+    joblib.dump(est, path)
+    for loaded in (joblib.load(path), pickle.loads(pickle.dumps(est))):
+        np.testing.assert_array_equal(np.asarray(loaded.predict_proba(X[:20])), np.asarray(ref))
+    est.save_params(f_params=tmp_path / "params.pt")
+    other = _fit(clone(est).set_params(random_state=7), X, y)
+    other.load_params(f_params=tmp_path / "params.pt")
+    np.testing.assert_array_equal(np.asarray(other.predict_proba(X[:20])), np.asarray(ref))
+
+
+@pytest.mark.parametrize("name", list(ESTIMATORS))
+def test_cuda_without_a_gpu_fails_at_fit_with_a_message(data, name):
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA")
+    X, y = data
+    est = ESTIMATORS[name](device="cuda")
+    with pytest.raises(ValueError, match="CUDA is not available"):
+        est.fit(X, _target(name, y))
+    assert not est.__sklearn_is_fitted__()
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+@pytest.mark.parametrize("name", list(ESTIMATORS))
+def test_fitted_on_cuda_loads_on_cpu(tmp_path, data, name):
+    X, y = data
+    est = _fit(ESTIMATORS[name](device="cuda"), X, _target(name, y))
+    ref = np.asarray(est.predict_proba(X[:10]))
+    est.save_params(f_params=tmp_path / "params.pt")
+    cpu = _fit(ESTIMATORS[name](device="cpu"), X, _target(name, y))
+    cpu.load_params(f_params=tmp_path / "params.pt")      # skorch maps to the net's device
+    np.testing.assert_allclose(np.asarray(cpu.predict_proba(X[:10])), ref, rtol=1e-4)
