@@ -52,15 +52,21 @@ class MTSGDMultiTaskClassifier(FitGuardMixin, ClassifierMixin, NeuralNet):
         Trunk update: MT-SGD; MOO-SVGD (per-particle MGDA weights, then SVGD); per-particle
         MGDA (independent particles); linear scalarisation (mean task gradient: an independent
         ensemble). Heads move by SVGD for the two kernel methods, by their own gradient otherwise.
-    kernel : {'function', 'parameter'}, default='function'
+    kernel : {'parameter', 'function'}, default='parameter'
         What the RBF kernel compares. ``'function'``: each particle's outputs on the mini-batch
         (the trunk's features for the trunk, each task's logits for its heads), with the
         repulsion pulled back to the parameters by autograd, as the MT-SGD authors' code and
-        function-space particle methods do. ``'parameter'``: the flattened parameters; with
-        10^4-10^5 weights and the median bandwidth its repulsion is ~10^-4 of the drive, so the
-        particles behave as an independent ensemble (measured,
-        ``docs/benchmarks/multi_digits.md``). The default is the one that measured no worse
-        than an independent ensemble in both regimes of that benchmark.
+        function-space particle methods do: the repulsion is then a real force (about 1 % of
+        the drive at the default coefficients, 10-70 % at 10x; ``history`` records it).
+        ``'parameter'``: the flattened parameters; with 10^4-10^5 weights and the median
+        bandwidth its repulsion is ~0.1 % of the drive and the particles behave almost as an
+        independent ensemble. Why 'parameter' is the default (``docs/benchmarks/
+        multi_digits.md``, two regimes, 3 seeds): the averaged ensembles were underconfident in
+        both, the extra diversity of the function kernel made them more so (NLL and ECE no
+        better than an independent ensemble) at 3-4x the time per epoch, while the parameter
+        kernel cost 1.4-1.8x and was within noise of the independent ensemble. Choose
+        'function' when the ensemble itself is overconfident (a positive signed confidence -
+        accuracy gap), where more diversity can help.
     smooth_drive : bool, default=False
         With ``kernel='function'``: whether the drive is the kernel-weighted average of all
         particles' scores (SVGD's form) or each particle's own score (the kernel then only sets
@@ -118,7 +124,7 @@ class MTSGDMultiTaskClassifier(FitGuardMixin, ClassifierMixin, NeuralNet):
     (4, 2)
     """
 
-    def __init__(self, module=None, *, n_particles=5, method="mtsgd", kernel="function",
+    def __init__(self, module=None, *, n_particles=5, method="mtsgd", kernel="parameter",
                  smooth_drive=False, bandwidth="median", repulsion=1e-3, head_repulsion=1e-2,
                  warmup_epochs=0, input_shape=None, missing_label=None,
                  random_state=None, criterion=torch.nn.CrossEntropyLoss,
