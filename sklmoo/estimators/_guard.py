@@ -1,14 +1,16 @@
-"""What every sklmoo estimator does around skorch's training loop: divergence detection and
-"fitted only after a complete fit"."""
+"""What every sklmoo estimator shares around skorch: input validation, seeded mini-batch order,
+per-sample losses, divergence detection and "fitted only after a complete fit"."""
 
 import numpy as np
 import torch
+from sklearn.exceptions import NotFittedError
+from sklearn.utils.validation import validate_data
 
 #: an epoch's mean training loss above this multiple of the first batch's (or of 1) = divergence
 DIVERGENCE_FACTOR = 1e3
 
 
-class FitGuardMixin:
+class SklmooNetMixin:
     """Divergence (any of: a non-finite loss or parameter; an epoch's mean training loss above
     ``DIVERGENCE_FACTOR`` times the loss of the fit's first mini-batch, or 1) raises ``FloatingPointError`` naming
     the epoch (and the particle / chain); an interrupted fit raises ``KeyboardInterrupt``
@@ -20,6 +22,51 @@ class FitGuardMixin:
     """
 
     _member_kind = "member"
+
+    def check_is_fitted(self, attributes=None, *args, **kwargs):
+        """Raise ``NotFittedError`` unless a fit has completed with the current module."""
+        if not self.__sklearn_is_fitted__():
+            raise NotFittedError(f"This {type(self).__name__} instance is not fitted yet: call "
+                                 "fit with appropriate arguments first")
+
+    def _validate_X(self, X, reset):
+        """Finite float32 ``X`` of any rank; on ``reset`` also the shape of one sample
+        (``input_shape`` when images come flat)."""
+        X = validate_data(self, X, reset=reset, allow_nd=True, dtype=np.float32)
+        if reset:
+            shape = X.shape[1:]
+            if self.input_shape is not None:
+                shape = tuple(int(s) for s in self.input_shape)
+                if int(np.prod(shape)) != int(np.prod(X.shape[1:])):
+                    raise ValueError(f"input_shape {shape} does not match the "
+                                     f"{int(np.prod(X.shape[1:]))} features of X")
+            self.input_shape_ = tuple(shape)
+        return X
+
+    def initialize_criterion(self):
+        """Per-sample losses: each member's loss is its own mean over the batch, and missing
+        labels can be masked."""
+        super().initialize_criterion()
+        if hasattr(self.criterion_, "reduction"):
+            self.criterion_.reduction = "none"
+        return self
+
+    def get_iterator(self, dataset, training=False):
+        """Shuffle training batches by default, in an order seeded by ``random_state`` and the
+        epoch (a new order every epoch, the same for the same seed)."""
+        if training:
+            defaults = {}
+            if "iterator_train__shuffle" not in vars(self):
+                defaults["shuffle"] = True
+            if "iterator_train__generator" not in vars(self):
+                defaults["generator"] = torch.Generator().manual_seed(
+                    self.seed_ + len(self.history))
+            kwargs = {**defaults, **self.get_params_for("iterator_train")}
+            kwargs.setdefault("batch_size", self.batch_size)
+            if kwargs["batch_size"] == -1:
+                kwargs["batch_size"] = len(dataset)
+            return self.iterator_train(dataset, **kwargs)
+        return super().get_iterator(dataset, training=training)
 
     def __sklearn_is_fitted__(self):
         return bool(getattr(self, "fitted_", False))

@@ -11,7 +11,7 @@ from sklearn.exceptions import ConvergenceWarning, NotFittedError
 from sklearn.preprocessing import LabelEncoder
 from sklearn.utils import check_random_state
 from sklearn.utils.multiclass import check_classification_targets
-from sklearn.utils.validation import column_or_1d, validate_data
+from sklearn.utils.validation import column_or_1d
 from skorch import NeuralNet
 from skorch.dataset import unpack_data
 from skorch.utils import to_tensor
@@ -20,7 +20,7 @@ from ..diagnostics import function_space_diagnostics
 from ..metrics import entropy_decomposition
 from ..nn import ChainEnsemble, LeNetTrunk, MLPTrunk, TrunkClassifier, member_factory
 from ..samplers import SGMCMC_SAMPLERS, MetaSampler, SamplerOptimizer, make_sgmcmc
-from ._guard import FitGuardMixin
+from ._guard import SklmooNetMixin
 
 _SAMPLE_DTYPES = {"float32": torch.float32, "float16": torch.float16}
 #: fit warns when the function-space R-hat on the probe exceeds this
@@ -41,7 +41,7 @@ def _load_meta_sampler(spec):
                     f"{spec!r}")
 
 
-class L2ESamplerClassifier(FitGuardMixin, ClassifierMixin, NeuralNet):
+class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
     """Bayesian neural-network classifier: SG-MCMC chains, by default with L2E's learned sampler.
 
     ``n_chains`` copies of the network run as independent chains, batched in one vectorised
@@ -221,18 +221,6 @@ class L2ESamplerClassifier(FitGuardMixin, ClassifierMixin, NeuralNet):
             return _load_meta_sampler(self.meta_sampler)
         return None
 
-    def _validate_X(self, X, reset):
-        X = validate_data(self, X, reset=reset, allow_nd=True, dtype=np.float32)
-        if reset:
-            shape = X.shape[1:]
-            if self.input_shape is not None:
-                shape = tuple(int(s) for s in self.input_shape)
-                if int(np.prod(shape)) != int(np.prod(X.shape[1:])):
-                    raise ValueError(f"input_shape {shape} does not match the "
-                                     f"{int(np.prod(X.shape[1:]))} features of X")
-            self.input_shape_ = tuple(shape)
-        return X
-
     def _encode_y(self, y, n_samples):
         if y is None:
             raise ValueError(f"{type(self).__name__} requires y to be passed, but the target y "
@@ -356,12 +344,6 @@ class L2ESamplerClassifier(FitGuardMixin, ClassifierMixin, NeuralNet):
                           "diagnose(X)", ConvergenceWarning, stacklevel=3)
         return summary
 
-    def check_is_fitted(self, attributes=None, *args, **kwargs):
-        """Raise ``NotFittedError`` unless a fit has completed with the current module."""
-        if not self.__sklearn_is_fitted__():
-            raise NotFittedError(f"This {type(self).__name__} instance is not fitted yet: call "
-                                 "fit with appropriate arguments first")
-
     # -- skorch hooks --------------------------------------------------------------------------
 
     def initialize_module(self):
@@ -394,35 +376,12 @@ class L2ESamplerClassifier(FitGuardMixin, ClassifierMixin, NeuralNet):
                                          sample_dtype=_SAMPLE_DTYPES[self.sample_dtype])
         return self
 
-    def initialize_criterion(self):
-        """Per-sample losses: each chain's loss is its own mean over the batch."""
-        super().initialize_criterion()
-        if hasattr(self.criterion_, "reduction"):
-            self.criterion_.reduction = "none"
-        return self
-
     def initialize_optimizer(self, *args, **kwargs):
         """The sampler's state (momentum, running means, noise generator) lives in a
         :class:`~sklmoo.samplers.SamplerOptimizer`; the sampler itself is set by ``fit``."""
         self.optimizer_ = SamplerOptimizer(self.module_.chains.named_member_parameters(),
                                            sampler=None, seed=self.seed_)
         return self
-
-    def get_iterator(self, dataset, training=False):
-        """Shuffle training batches by default, with an order seeded by ``random_state``."""
-        if training:
-            defaults = {}
-            if "iterator_train__shuffle" not in vars(self):
-                defaults["shuffle"] = True
-            if "iterator_train__generator" not in vars(self):
-                defaults["generator"] = torch.Generator().manual_seed(
-                    self.seed_ + len(self.history))
-            kwargs = {**defaults, **self.get_params_for("iterator_train")}
-            kwargs.setdefault("batch_size", self.batch_size)
-            if kwargs["batch_size"] == -1:
-                kwargs["batch_size"] = len(dataset)
-            return self.iterator_train(dataset, **kwargs)
-        return super().get_iterator(dataset, training=training)
 
     def _chain_losses(self, y_pred, y_true):
         """Every chain's mean cross-entropy over the batch: (batch, chains, classes) -> (chains,)."""

@@ -8,7 +8,6 @@ import torch
 from sklearn.base import ClassifierMixin
 from sklearn.exceptions import NotFittedError
 from sklearn.utils import check_random_state
-from sklearn.utils.validation import validate_data
 from skorch import NeuralNet
 from skorch.dataset import unpack_data
 from skorch.utils import to_numpy, to_tensor
@@ -17,12 +16,12 @@ from ..metrics import entropy_decomposition
 from ..nn import (METHODS, FunctionSpace, LeNetTrunk, MLPTrunk, MultiTaskParticleNet,
                   make_update_rules, member_factory, multitask_particle_step)
 from ..samplers import LinearScalarization, PrecomputedKernel, RBFKernel
-from ._guard import FitGuardMixin
+from ._guard import SklmooNetMixin
 from ._targets import (as_2d_targets, decode_predictions, encode_targets, encode_with_classes,
                        missing_mask)
 
 
-class MTSGDMultiTaskClassifier(FitGuardMixin, ClassifierMixin, NeuralNet):
+class MTSGDMultiTaskClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
     """Multi-task classifier: an ensemble of particle networks fitted by MT-SGD.
 
     ``n_particles`` networks share nothing but the algorithm: each has its own trunk and one
@@ -188,19 +187,6 @@ class MTSGDMultiTaskClassifier(FitGuardMixin, ClassifierMixin, NeuralNet):
             raise ValueError(f"bandwidth must be 'median' or a finite positive number, got "
                              f"{self.bandwidth!r}")
 
-    def _validate_X(self, X, reset):
-        X = validate_data(self, X, reset=reset, allow_nd=True, dtype=np.float32,
-                          ensure_min_samples=1)
-        if reset:
-            shape = X.shape[1:]
-            if self.input_shape is not None:
-                shape = tuple(int(s) for s in self.input_shape)
-                if int(np.prod(shape)) != int(np.prod(X.shape[1:])):
-                    raise ValueError(f"input_shape {shape} does not match the "
-                                     f"{int(np.prod(X.shape[1:]))} features of X")
-            self.input_shape_ = tuple(shape)
-        return X
-
     def _prepare(self, X, y):
         if y is None:
             raise ValueError(f"{type(self).__name__} requires y to be passed, but the target y "
@@ -314,12 +300,6 @@ class MTSGDMultiTaskClassifier(FitGuardMixin, ClassifierMixin, NeuralNet):
         self.fitted_ = True
         return self
 
-    def check_is_fitted(self, attributes=None, *args, **kwargs):
-        """Raise ``NotFittedError`` unless a fit has completed with the current module."""
-        if not self.__sklearn_is_fitted__():
-            raise NotFittedError(f"This {type(self).__name__} instance is not fitted yet: call "
-                                 "fit with appropriate arguments first")
-
     # -- skorch hooks --------------------------------------------------------------------------
 
     def initialize_module(self):
@@ -367,28 +347,6 @@ class MTSGDMultiTaskClassifier(FitGuardMixin, ClassifierMixin, NeuralNet):
         self.warmup_rules_ = (LinearScalarization(weights / weights.sum(1, keepdims=True)),
                               LinearScalarization())
         return self
-
-    def initialize_criterion(self):
-        """The criterion must return per-sample losses so missing labels can be masked."""
-        super().initialize_criterion()
-        if hasattr(self.criterion_, "reduction"):
-            self.criterion_.reduction = "none"
-        return self
-
-    def get_iterator(self, dataset, training=False):
-        """Shuffle training batches by default, with an order seeded by ``random_state``."""
-        if training:
-            defaults = {}
-            if "iterator_train__shuffle" not in vars(self):
-                defaults["shuffle"] = True
-            if "iterator_train__generator" not in vars(self):
-                defaults["generator"] = torch.Generator().manual_seed(self.seed_)
-            kwargs = {**defaults, **self.get_params_for("iterator_train")}
-            kwargs.setdefault("batch_size", self.batch_size)
-            if kwargs["batch_size"] == -1:
-                kwargs["batch_size"] = len(dataset)
-            return self.iterator_train(dataset, **kwargs)
-        return super().get_iterator(dataset, training=training)
 
     def _task_losses(self, y_pred, y_true):
         """Per task, each particle's mean loss over the task's labelled samples -> (M,) or None."""
