@@ -134,9 +134,10 @@ def test_string_labels_dataframe_missing_labels():
     assert clf2.classes_[0].tolist() == list(range(10))
 
 
-def test_single_particle_mtsgd_equals_mgda(digits):
+@pytest.mark.parametrize("kernel", ["parameter", "function"])
+def test_single_particle_mtsgd_equals_mgda(digits, kernel):
     X, y, Xt, _ = digits
-    mt = _small(n_particles=1, method="mtsgd", max_epochs=2).fit(X[:400], y[:400])
+    mt = _small(n_particles=1, method="mtsgd", max_epochs=2, kernel=kernel).fit(X[:400], y[:400])
     mg = _small(n_particles=1, method="mgda", max_epochs=2).fit(X[:400], y[:400])
     for a, b in zip(mt.predict_proba(Xt), mg.predict_proba(Xt)):
         np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
