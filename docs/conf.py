@@ -21,7 +21,9 @@ autosummary_generate = True
 numpydoc_show_class_members = False
 exclude_patterns = ["_build", "auto_examples/*.ipynb"]
 html_static_path = ["_static"]
-html_theme = "alabaster"
+html_theme = "pydata_sphinx_theme"
+html_theme_options = {"navigation_with_keys": False, "show_toc_level": 2}
+html_title = "sklmoo"
 sphinx_gallery_conf = {
     "examples_dirs": "../examples",
     "gallery_dirs": "auto_examples",
