@@ -26,7 +26,7 @@ bench: $(STAMP)
 
 docs: $(STAMP)
 	$(PY) -m pip install -q --disable-pip-version-check -e '.[docs]'
-	MPLBACKEND=Agg $(PY) -m sphinx -b html docs docs/_build/html
+	MPLBACKEND=Agg $(PY) -m sphinx -W --keep-going -b html docs docs/_build/html
 
 clean:
 	rm -rf $(VENV) build *.egg-info docs/_build
