@@ -435,7 +435,8 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
         X = to_tensor(np.asarray(X, dtype=np.float32), device=self.device)
         self.module_.eval()
         with torch.no_grad():
-            out = [torch.softmax(self.module_.forward_samples(xb).double(), dim=-1).cpu()
+            draws = self.module_.prepared_draws()
+            out = [torch.softmax(self.module_.forward_samples(xb, draws).double(), dim=-1).cpu()
                    for xb in torch.split(X, max(self.batch_size, 256))]
         return torch.cat(out, dim=2).transpose(0, 1).numpy()
 

@@ -139,13 +139,19 @@ class ChainEnsemble(nn.Module):
         """Store the chains' current parameters as one draw."""
         self.samples.append(self.chain_tensors())
 
-    def forward_samples(self, x):
-        """Evaluate every stored draw of every chain on ``x`` -> (n_draws, n_chains, batch, n_out)."""
-        draws = self.samples.draws()
+    def prepared_draws(self):
+        """The stored draws as (n_draws * n_chains, ...) tensors on the chains' device and
+        dtype, ready for :meth:`forward_samples` (prepare once, evaluate many batches)."""
         ref = next(iter(self.chain_tensors().values()))
+        n = len(self.samples) * self.n_chains
+        return {k: v.reshape(n, *v.shape[2:]).to(ref.device, ref.dtype)
+                for k, v in self.samples.draws().items()}
+
+    def forward_samples(self, x, prepared=None):
+        """Evaluate every stored draw of every chain on ``x`` -> (n_draws, n_chains, batch,
+        n_out); ``prepared`` is :meth:`prepared_draws`, computed here when not given."""
+        flat = self.prepared_draws() if prepared is None else prepared
         n_draws, n_chains = len(self.samples), self.n_chains
-        flat = {n: v.reshape(n_draws * n_chains, *v.shape[2:]).to(ref.device, ref.dtype)
-                for n, v in draws.items()}
         params = {n: flat[n] for n in self.chains._param_names}
         buffers = {n: flat[n] for n in self.chains._buffer_names}
         skeleton = self.chains._skeleton
