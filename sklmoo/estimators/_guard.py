@@ -23,6 +23,25 @@ class SklmooNetMixin:
 
     _member_kind = "member"
 
+    def _check_int(self, name, low=1, allow_none=False):
+        """``ValueError`` unless the parameter ``name`` is an integer >= ``low`` (or None)."""
+        value = getattr(self, name)
+        if value is None and allow_none:
+            return
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
+            raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
+
+    def _check_number(self, name, strict=False, allow_none=False):
+        """``ValueError`` unless the parameter ``name`` is a finite number >= 0 (> 0 when
+        ``strict``), or None when allowed."""
+        value = getattr(self, name)
+        if value is None and allow_none:
+            return
+        if (isinstance(value, bool) or not isinstance(value, (int, float, np.number))
+                or not np.isfinite(value) or value < 0 or (strict and value == 0)):
+            kind = "positive" if strict else "non-negative"
+            raise ValueError(f"{name} must be a finite {kind} number, got {value!r}")
+
     def check_is_fitted(self, attributes=None, *args, **kwargs):
         """Raise ``NotFittedError`` unless a fit has completed with the current module."""
         if not self.__sklearn_is_fitted__():

@@ -181,23 +181,6 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
     _member_kind = "chain"
 
     def _check_params(self):
-        def positive_int(name, allow_none=False, allow_zero=False):
-            value = getattr(self, name)
-            if value is None and allow_none:
-                return
-            low = 0 if allow_zero else 1
-            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
-                raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
-
-        def non_negative(name, strict=False, allow_none=False):
-            value = getattr(self, name)
-            if value is None and allow_none:
-                return
-            if (isinstance(value, bool) or not isinstance(value, (int, float, np.number))
-                    or not np.isfinite(value) or value < 0 or (strict and value == 0)):
-                kind = "positive" if strict else "non-negative"
-                raise ValueError(f"{name} must be a finite {kind} number, got {value!r}")
-
         self._check_device_available()
         if self.sampler not in SGMCMC_SAMPLERS:
             raise ValueError(f"sampler must be one of {SGMCMC_SAMPLERS}, got {self.sampler!r}")
@@ -205,15 +188,15 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
             raise ValueError(f"sample_dtype must be one of {tuple(_SAMPLE_DTYPES)}, got "
                              f"{self.sample_dtype!r}")
         for name in ("n_chains", "max_epochs", "n_samples", "n_cycles"):
-            positive_int(name)
-        positive_int("burn_in", allow_none=True, allow_zero=True)
-        positive_int("n_data", allow_none=True)
+            self._check_int(name)
+        self._check_int("burn_in", low=0, allow_none=True)
+        self._check_int("n_data", allow_none=True)
         if self.batch_size != -1:
-            positive_int("batch_size")
-        non_negative("step_size", strict=True, allow_none=True)
-        non_negative("friction", allow_none=True)
+            self._check_int("batch_size")
+        self._check_number("step_size", strict=True, allow_none=True)
+        self._check_number("friction", allow_none=True)
         for name in ("temperature", "prior_precision"):
-            non_negative(name)
+            self._check_number(name)
         if self.burn_in is not None and self.burn_in >= self.max_epochs:
             raise ValueError(f"burn_in={self.burn_in} leaves none of the max_epochs="
                              f"{self.max_epochs} epochs to collect samples")

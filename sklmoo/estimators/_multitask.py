@@ -163,29 +163,18 @@ class MTSGDMultiTaskClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
             raise ValueError(f"kernel must be 'function' or 'parameter', got {self.kernel!r}")
         if not isinstance(self.smooth_drive, (bool, np.bool_)):
             raise ValueError(f"smooth_drive must be True or False, got {self.smooth_drive!r}")
-        if (isinstance(self.warmup_epochs, bool)
-                or not isinstance(self.warmup_epochs, (int, np.integer)) or self.warmup_epochs < 0):
-            raise ValueError(f"warmup_epochs must be an integer >= 0, got "
-                             f"{self.warmup_epochs!r}")
-        for name, low in (("n_particles", 1), ("max_epochs", 0)):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
-                raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
-        if self.batch_size != -1 and (not isinstance(self.batch_size, (int, np.integer))
-                                      or self.batch_size < 1):
-            raise ValueError(f"batch_size must be a positive integer or -1, got "
-                             f"{self.batch_size!r}")
+        for name, low in (("warmup_epochs", 0), ("n_particles", 1), ("max_epochs", 0)):
+            self._check_int(name, low=low)
+        if self.batch_size != -1:
+            self._check_int("batch_size")
         for name in ("repulsion", "head_repulsion"):
-            value = getattr(self, name)
-            if (isinstance(value, bool) or not isinstance(value, (int, float, np.number))
-                    or not np.isfinite(value) or value < 0):
-                raise ValueError(f"{name} must be a finite non-negative number, got {value!r}")
-        if not (self.bandwidth == "median" or (
-                isinstance(self.bandwidth, (int, float, np.number))
-                and not isinstance(self.bandwidth, bool)
-                and np.isfinite(self.bandwidth) and self.bandwidth > 0)):
-            raise ValueError(f"bandwidth must be 'median' or a finite positive number, got "
-                             f"{self.bandwidth!r}")
+            self._check_number(name)
+        if not (isinstance(self.bandwidth, str) and self.bandwidth == "median"):
+            try:
+                self._check_number("bandwidth", strict=True)
+            except ValueError:
+                raise ValueError(f"bandwidth must be 'median' or a finite positive number, "
+                                 f"got {self.bandwidth!r}") from None
 
     def _prepare(self, X, y):
         if y is None:
