@@ -153,8 +153,26 @@ def _single_task(y, proba, labels, task=None, unknown="raise"):
     return _encode(y, labels, task, unknown), proba
 
 
-def split_tasks(y_true, y_proba, labels=None, unknown="raise"):
+def _labelled_task(y, proba, labels, task=None, unknown="raise", keep=None):
+    """:func:`_single_task` on the rows where ``keep`` is True (all rows when None); None when
+    no row is kept."""
+    if keep is None or keep.all():
+        return _single_task(y, proba, labels, task, unknown)
+    if not keep.any():
+        return None
+    p = np.asarray(proba)
+    if p.shape[:1] != (len(y),):
+        where = "" if task is None else f" (task {task})"
+        raise ValueError(f"y_true has {len(y)} samples but y_proba{where} has "
+                         f"{p.shape[0] if p.ndim else 0}")
+    return _single_task(y[keep], p[keep], labels, task, unknown)
+
+
+def split_tasks(y_true, y_proba, labels=None, unknown="raise", keep=None):
     """Normalise the inputs to a list of ``(codes, proba)`` per task, and whether multi-task.
+
+    ``keep`` (optional): one boolean mask per task of the rows to use (labelled samples); a
+    task with no row kept gives None.
 
     Accepted forms (scikit-learn's ``predict_proba`` scorer shapes included):
 
@@ -166,8 +184,9 @@ def split_tasks(y_true, y_proba, labels=None, unknown="raise"):
     * ``y_true`` (n, T), ``y_proba`` list of T arrays (n, C_t) or (n,).
     """
     y = _as_label_array(y_true)
+    keep = keep or [None] * (1 if y.ndim == 1 else y.shape[1])
     if y.ndim == 1:
-        return [_single_task(y, y_proba, labels, unknown=unknown)], False
+        return [_labelled_task(y, y_proba, labels, unknown=unknown, keep=keep[0])], False
     n_tasks = y.shape[1]
     if isinstance(y_proba, (list, tuple)):
         probas = list(y_proba)
@@ -186,8 +205,8 @@ def split_tasks(y_true, y_proba, labels=None, unknown="raise"):
     elif len(labels) != n_tasks:
         raise ValueError(f"labels must hold one label array per task ({n_tasks}), "
                          f"got {len(labels)}")
-    return [_single_task(y[:, t], probas[t], labels[t], task=t, unknown=unknown)
-            for t in range(n_tasks)], True
+    return [_labelled_task(y[:, t], probas[t], labels[t], task=t, unknown=unknown,
+                           keep=keep[t]) for t in range(n_tasks)], True
 
 
 def check_sample_weight(sample_weight, n):
@@ -213,44 +232,18 @@ def tasks_and_weights(y_true, y_proba, labels, sample_weight, unknown="raise"):
     if len(y) == 0:
         raise ValueError("y_true is empty")
     sw = check_sample_weight(sample_weight, len(y))
-    missing = [missing_label_mask(y)] if y.ndim == 1 else [missing_label_mask(y[:, t])
-                                                           for t in range(y.shape[1])]
-    if not any(m.any() for m in missing):
-        tasks, multitask = split_tasks(y_true, y_proba, labels, unknown)
-        return [(codes, proba, sw) for codes, proba in tasks], multitask
-    # drop the unlabelled rows of each task before validating it
-    if y.ndim == 1:
-        keep = ~missing[0]
-        proba = y_proba if np.ndim(y_proba) == 0 else np.asarray(y_proba)[keep]
-        if not keep.any():
-            return [None], False
-        (codes, proba), = split_tasks(y[keep], proba, labels, unknown)[0]
-        w = np.ones(keep.sum()) if sw is None else sw[keep]
-        return [(codes, proba, w) if w.sum() > 0 else None], False
-    n_tasks = y.shape[1]
-    probas = (list(y_proba) if isinstance(y_proba, (list, tuple))
-              else [np.asarray(y_proba)[:, t] for t in range(np.shape(y_proba)[1])]
-              if np.ndim(y_proba) == 2 and np.shape(y_proba)[1] == n_tasks else None)
-    if probas is None or len(probas) != n_tasks:
-        split_tasks(y_true, y_proba, labels, unknown)      # raises the shape error
-    labels = [None] * n_tasks if labels is None else labels
-    if len(labels) != n_tasks:
-        raise ValueError(f"labels must hold one label array per task ({n_tasks}), "
-                         f"got {len(labels)}")
+    keep = [~missing_label_mask(y)] if y.ndim == 1 else [~missing_label_mask(y[:, t])
+                                                         for t in range(y.shape[1])]
+    tasks, multitask = split_tasks(y_true, y_proba, labels, unknown, keep=keep)
     out = []
-    for t in range(n_tasks):
-        keep = ~missing[t]
-        if not keep.any():
-            out.append(None)
+    for task, kept in zip(tasks, keep):
+        if task is None or kept.all():
+            out.append(task if task is None else (*task, sw))
             continue
-        p = np.asarray(probas[t])
-        if p.shape[:1] != (len(y),):
-            raise ValueError(f"y_true has {len(y)} samples but y_proba (task {t}) has "
-                             f"{p.shape[0] if p.ndim else 0}")
-        codes, proba = _single_task(y[keep, t], p[keep], labels[t], task=t, unknown=unknown)
-        w = np.ones(keep.sum()) if sw is None else sw[keep]
-        out.append((codes, proba, w) if w.sum() > 0 else None)
-    return out, True
+        # the unlabelled rows were dropped: their weights go too
+        w = np.ones(kept.sum()) if sw is None else sw[kept]
+        out.append((*task, w) if w.sum() > 0 else None)
+    return out, multitask
 
 
 def aggregate(values, multitask, multioutput):
