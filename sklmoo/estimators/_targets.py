@@ -12,6 +12,18 @@ def missing_mask(values, missing_label):
     return np.asarray(mask, dtype=bool)
 
 
+def as_task_columns(y):
+    """A 1-D target (array, list, Series) becomes one task column; returns (y, single_task)."""
+    if isinstance(y, pd.Series):
+        return y.to_frame(name=str(y.name) if y.name is not None else "task_0"), True
+    if isinstance(y, pd.DataFrame):
+        return y, False
+    arr = np.asarray(y, dtype=object) if not hasattr(y, "dtype") else np.asarray(y)
+    if arr.ndim == 1:
+        return arr.reshape(-1, 1), True
+    return y, False
+
+
 def as_2d_targets(y, n_samples):
     names = [str(c) for c in y.columns] if isinstance(y, pd.DataFrame) else None
     arr = y.to_numpy() if hasattr(y, "to_numpy") else np.asarray(y)

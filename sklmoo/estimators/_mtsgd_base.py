@@ -1,0 +1,281 @@
+"""What the MT-SGD estimators share: particles with a trunk and per-task heads, the update rules
+built from the hyperparameters, the masked per-task loss and the fitting / continuation loop.
+
+The classifier and the regressor differ only in their targets (labels or values), their heads
+(logits or a Gaussian mean and scale) and their per-sample loss; everything else is here once.
+"""
+
+import warnings
+
+import numpy as np
+import torch
+from sklearn.exceptions import NotFittedError
+from sklearn.utils import check_random_state
+from skorch import NeuralNet
+from skorch.dataset import unpack_data
+from skorch.utils import to_numpy, to_tensor
+
+from ..nn import (METHODS, FunctionSpace, LeNetTrunk, MLPTrunk, MultiTaskParticleNet,
+                  make_update_rules, member_factory, multitask_particle_step)
+from ..samplers import LinearScalarization, PrecomputedKernel, RBFKernel
+from ._guard import SklmooNetMixin
+
+
+class MTSGDNetBase(SklmooNetMixin, NeuralNet):
+    """Base of the MT-SGD estimators (not public). Subclasses provide:
+
+    * ``_prepare_targets(y, n_samples)`` -> the target array handed to skorch (and set
+      ``n_tasks_``, ``task_names_``, ``single_task_`` and their own fitted attributes);
+    * ``_continuation_targets(y, n_samples, partial)`` -> the same for a continued fit, raising
+      ``ValueError("cannot continue the particles: ...")`` when ``y`` does not fit them;
+    * ``_observed(targets)`` -> boolean (n, T) mask of present targets (numpy or torch);
+    * ``_member_losses(outputs_t, target_t)`` -> (b, M) per-sample losses of task t;
+    * ``_head_widths()`` and optionally ``_head_factory()`` for the network's heads.
+    """
+
+    _member_kind = "particle"
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.target_tags.multi_output = True
+        tags.target_tags.single_output = True
+        tags.non_deterministic = False
+        return tags
+
+    def _check_params(self):
+        self._check_device_available()
+        if self.method not in METHODS:
+            raise ValueError(f"method must be one of {METHODS}, got {self.method!r}")
+        if self.kernel not in ("function", "parameter"):
+            raise ValueError(f"kernel must be 'function' or 'parameter', got {self.kernel!r}")
+        if not isinstance(self.smooth_drive, (bool, np.bool_)):
+            raise ValueError(f"smooth_drive must be True or False, got {self.smooth_drive!r}")
+        for name, low in (("warmup_epochs", 0), ("n_particles", 1), ("max_epochs", 0)):
+            self._check_int(name, low=low)
+        if self.batch_size != -1:
+            self._check_int("batch_size")
+        for name in ("repulsion", "head_repulsion"):
+            self._check_number(name)
+        if not (isinstance(self.bandwidth, str) and self.bandwidth == "median"):
+            try:
+                self._check_number("bandwidth", strict=True)
+            except ValueError:
+                raise ValueError(f"bandwidth must be 'median' or a finite positive number, "
+                                 f"got {self.bandwidth!r}") from None
+
+    # -- fitting ---------------------------------------------------------------------------------
+
+    def _prepare(self, X, y):
+        """Validate everything and set the data-dependent attributes of a new fit."""
+        if y is None:
+            raise ValueError(f"{type(self).__name__} requires y to be passed, but the target y "
+                             "is None")
+        self._check_params()
+        X = self._validate_X(X, reset=True)
+        targets = self._prepare_targets(y, X.shape[0])
+        self.seed_ = int(check_random_state(self.random_state).randint(np.iinfo(np.int32).max))
+        return X, targets
+
+    def _continue(self, X, y, partial):
+        self._check_params()
+        X = self._validate_X(X, reset=False)
+        return X, self._continuation_targets(y, X.shape[0], partial)
+
+    def fit(self, X, y, **fit_params):
+        """Fit the particles on ``X`` and the target ``y`` (n_samples,) or (n_samples, n_tasks).
+
+        Validates the data (the network's heads are sized from it), leaves out samples without
+        any target, then runs skorch's training loop. With ``warm_start=True`` on a fitted
+        estimator the particles continue; ``y`` must then have the same tasks (otherwise a
+        ``ValueError``, and the fitted model is kept).
+
+        Divergence stops the fit with a ``FloatingPointError`` naming the epoch (and the
+        particle): a non-finite loss, score or parameter, or an epoch's mean training loss
+        above 1000 times that of the fit's first mini-batch, whatever the optimiser. An
+        interrupted fit re-raises ``KeyboardInterrupt``. Either way the estimator is then not
+        fitted.
+
+        Returns
+        -------
+        self
+        """
+        if self.warm_start and self.__sklearn_is_fitted__():
+            X, targets = self._continue(X, y, partial=False)
+            self._initialize_rules()
+        else:
+            self.fitted_ = False
+            X, targets = self._prepare(X, y)
+            self.initialize()
+        return self._fit_epochs(X, targets, fit_params)
+
+    def partial_fit(self, X, y, classes=None, **fit_params):
+        """Train ``max_epochs`` more epochs on ``(X, y)``, keeping the particles.
+
+        The first call sizes the network from its targets; later calls must have the same
+        tasks (and, for a classifier, labels seen then). ``classes`` is accepted for
+        scikit-learn compatibility and ignored.
+
+        Returns
+        -------
+        self
+        """
+        if self.__sklearn_is_fitted__():
+            X, targets = self._continue(X, y, partial=True)
+            self._initialize_rules()
+        else:
+            X, targets = self._prepare(X, y)
+            self.initialize()
+        return self._fit_epochs(X, targets, fit_params)
+
+    def _fit_epochs(self, X, targets, fit_params):
+        self.fitted_ = False
+        # samples without any target contribute to no loss: leave them out, so that no
+        # mini-batch is empty of targets
+        keep = np.asarray(self._observed(targets)).any(axis=1)
+        if not keep.any():
+            raise ValueError("y has no observed target in any task")
+        if not keep.all():
+            X, targets = X[keep], targets[keep]
+        self._run_epochs(X, targets, **fit_params)
+        self.fitted_ = True
+        return self
+
+    # -- skorch hooks --------------------------------------------------------------------------
+
+    def _head_factory(self):
+        return None
+
+    def initialize_module(self):
+        """Build the M-particle network from the trunk and the targets seen in ``fit``."""
+        if not hasattr(self, "n_tasks_"):
+            raise NotFittedError("the network is sized from the data: call fit")
+        self.fitted_ = False          # new weights: whatever was fitted before is gone
+        kwargs = self.get_params_for("module")
+        shape = self.input_shape_
+        if self.module is None:
+            if len(shape) == 3:
+                factory = member_factory(LeNetTrunk, in_channels=shape[0], height=shape[1],
+                                         width=shape[2], **kwargs)
+            else:
+                factory = member_factory(MLPTrunk, n_features=int(np.prod(shape)), **kwargs)
+        else:
+            factory = member_factory(self.module, **kwargs)
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(self.seed_)
+            self.module_ = MultiTaskParticleNet(factory, self.n_particles, self._head_widths(),
+                                                input_shape=shape,
+                                                head_factory=self._head_factory())
+        return self
+
+    def initialize(self):
+        """skorch's initialisation, plus the update rules built from the hyperparameters."""
+        super().initialize()
+        self._initialize_rules()
+        return self
+
+    def _initialize_rules(self):
+        """The trunk and head rules (``rules_``) and the warm-up rules (``warmup_rules_``):
+        built from the hyperparameters once per initialisation / fit, not every batch."""
+        if self.kernel == "function":
+            trunk_kernel, head_kernel = PrecomputedKernel(), PrecomputedKernel()
+        else:
+            trunk_kernel = head_kernel = RBFKernel(self.bandwidth)
+        self.rules_ = make_update_rules(self.method, trunk_kernel, self.repulsion,
+                                        self.head_repulsion, head_kernel=head_kernel)
+        m, t = self.n_particles, self.n_tasks_
+        # particle i's task weights, spread over the simplex (one-hot corners first)
+        grid = (np.arange(m)[:, None] + np.arange(t)[None, :] * max(1, m // t)) % m
+        weights = 1.0 + np.cos(2 * np.pi * grid / m)
+        weights = np.where(weights.sum(1, keepdims=True) > 0, weights, 1.0)
+        self.warmup_rules_ = (LinearScalarization(weights / weights.sum(1, keepdims=True)),
+                              LinearScalarization())
+        return self
+
+    def _task_losses(self, y_pred, y_true):
+        """Per task, each particle's mean loss over the task's observed samples -> (M,) or
+        None."""
+        y_true = to_tensor(y_true, device=self.device)
+        observed = self._observed(y_true)
+        losses = []
+        for t, out in enumerate(y_pred):                             # out (B, M, ...)
+            rows = observed[:, t]
+            if not rows.any():
+                losses.append(None)
+                continue
+            losses.append(self._member_losses(out[rows], y_true[rows, t]).mean(dim=0))
+        return losses
+
+    @staticmethod
+    def _mean_loss(task_losses):
+        return torch.stack([x.mean() for x in task_losses if x is not None]).mean()
+
+    def get_loss(self, y_pred, y_true, X=None, training=False):
+        """Mean over tasks and particles of the masked per-sample loss."""
+        return self._mean_loss(self._task_losses(y_pred, y_true))
+
+    def train_step_single(self, batch, **fit_params):
+        """One MT-SGD step: per-task scores by autograd, directions written into ``.grad``."""
+        self._set_training(True)
+        Xi, yi = unpack_data(batch)
+        features, y_pred = self.module_.forward_with_features(to_tensor(Xi, device=self.device))
+        losses = self._task_losses(y_pred, yi)
+        loss = self._mean_loss(losses)
+        epoch = len(self.history)
+        if not torch.isfinite(loss):
+            raise FloatingPointError(f"non-finite training loss ({float(loss)}) in epoch {epoch};"
+                                     " lower lr or check X for extreme values")
+        warming_up = epoch <= self.warmup_epochs
+        trunk_rule, head_rule = self.warmup_rules_ if warming_up else self.rules_
+        function_space = None
+        if self.kernel == "function" and not warming_up and self.method in ("mtsgd", "moo_svgd"):
+            function_space = FunctionSpace(features, y_pred, self.bandwidth, self.smooth_drive)
+        try:
+            info = multitask_particle_step(
+                self.module_, [None if x is None else x.sum() for x in losses],
+                trunk_rule, head_rule, function_space)
+        except FloatingPointError as exc:
+            raise FloatingPointError(f"sampler diverged in epoch {epoch}: {exc}") from exc
+        self.history.record_batch("task_weights", to_numpy(info.weights).tolist())
+        self.history.record_batch("trunk_repulsion", info.trunk_repulsion_ratio)
+        self.history.record_batch("head_repulsion", info.head_repulsion_ratio)
+        return {"loss": loss.detach(), "y_pred": y_pred}
+
+    def _guarded_tensors(self):
+        return dict(self.module_.named_parameters())
+
+    def on_epoch_end(self, net, **kwargs):
+        """Detect divergence (defined in :meth:`fit`); summarise the epoch's repulsion / drive
+        ratios and task weights, and warn when the repulsion dominates."""
+        self._check_divergence()
+        batches = [b for b in self.history[-1, "batches"] if "task_weights" in b]
+        if batches:
+            weights = np.array([b["task_weights"] for b in batches], dtype=float)
+            self.history.record("task_weights_mean", weights.mean(0).tolist())
+            self.history.record("task_weights_std", weights.std(0).tolist())
+            for part in ("trunk", "head"):
+                ratios = [b[f"{part}_repulsion"] for b in batches
+                          if b.get(f"{part}_repulsion") is not None]
+                mean = float(np.mean(ratios)) if ratios else None
+                self.history.record(f"{part}_repulsion", mean)
+                if mean is not None and mean > 1.0:
+                    warnings.warn(f"the {part} repulsion outweighs the drive in epoch "
+                                  f"{len(self.history)} (norm ratio {mean:.2f}): the particles "
+                                  f"mostly push each other apart; lower "
+                                  f"{'repulsion' if part == 'trunk' else 'head_repulsion'}",
+                                  UserWarning, stacklevel=2)
+        super().on_epoch_end(net, **kwargs)
+
+    # -- predictions ---------------------------------------------------------------------------
+
+    def _member_outputs(self, X):
+        """Every particle's outputs per task: list of T tensors (n, M, ...)."""
+        self.check_is_fitted()
+        X = self._validate_X(X, reset=False)
+        outs = [[] for _ in range(self.n_tasks_)]
+        for batch_out in self.forward_iter(X, training=False):
+            for t, out in enumerate(batch_out):
+                outs[t].append(out)
+        return [torch.cat(o) for o in outs]
+
+    def _single(self, per_task):
+        return per_task[0] if self.single_task_ else per_task
