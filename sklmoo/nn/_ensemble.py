@@ -117,6 +117,58 @@ class StackedLinear(nn.Module):
         return torch.einsum("mbf,mcf->mbc", h, self.weight) + self.bias[:, None, :]
 
 
+class StackedGaussianHead(nn.Module):
+    r"""M independent Gaussian regression heads: a mean and a standard deviation per sample.
+
+    ``forward(h)`` with ``h`` of shape (M, batch, in_features) -> (M, batch, 2): channel 0 is
+    the mean :math:`\mu = w^\top h + b`, channel 1 the standard deviation
+    :math:`\sigma = \mathrm{softplus}(s) + \sigma_{\min}`. Homoscedastic (default): ``s`` is
+    one learned parameter per member (the noise scale of a Gaussian likelihood); heteroscedastic:
+    ``s = v^\top h + c`` depends on the input. Initialised like ``nn.Linear`` for the mean and with
+    :math:`\sigma = 1` (the scale of standardised targets) for the noise.
+
+    Parameters
+    ----------
+    n_members, in_features : int
+    heteroscedastic : bool, default=False
+    min_std : float, default=1e-3
+        Floor of :math:`\sigma`, so that the likelihood cannot collapse onto a training point.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from sklmoo.nn import StackedGaussianHead
+    >>> out = StackedGaussianHead(3, 8)(torch.randn(3, 5, 8))
+    >>> out.shape, bool((out[..., 1] > 0).all())
+    (torch.Size([3, 5, 2]), True)
+    """
+
+    #: softplus(_UNIT) == 1: the noise scale starts at the standardised targets' scale
+    _UNIT = math.log(math.e - 1.0)
+
+    def __init__(self, n_members, in_features, heteroscedastic=False, min_std=1e-3):
+        super().__init__()
+        self.heteroscedastic = bool(heteroscedastic)
+        self.min_std = float(min_std)
+        self.mean = StackedLinear(n_members, in_features, 1)
+        if self.heteroscedastic:
+            self.scale = StackedLinear(n_members, in_features, 1)
+            with torch.no_grad():
+                self.scale.weight.mul_(0.1)
+                self.scale.bias.fill_(self._UNIT - min_std)
+        else:
+            self.raw_scale = nn.Parameter(torch.full((n_members, 1), self._UNIT - min_std))
+
+    def member_parameters(self):
+        tail = (self.scale.member_parameters() if self.heteroscedastic else [self.raw_scale])
+        return self.mean.member_parameters() + tail
+
+    def forward(self, h):
+        mean = self.mean(h)
+        raw = self.scale(h) if self.heteroscedastic else self.raw_scale[:, None, :].expand_as(mean)
+        return torch.cat([mean, nn.functional.softplus(raw) + self.min_std], dim=-1)
+
+
 class MultiTaskParticleNet(nn.Module):
     """M particle networks with a shared-per-particle trunk and per-task heads.
 
@@ -130,17 +182,22 @@ class MultiTaskParticleNet(nn.Module):
         (batch, n_features_out).
     n_particles : int
     n_classes : list of int
-        Classes per task.
+        Classes per task (the width of each task's head).
     input_shape : tuple, optional
         Reshape flat inputs to ``(batch, *input_shape)`` before the trunk (images given flat).
+    head_factory : callable, optional
+        ``head_factory(n_particles, n_features, width)`` builds one task's heads, a module
+        with ``member_parameters()`` mapping (M, batch, n_features) to (M, batch, ...). Default:
+        :class:`StackedLinear` (logits). Regression uses :class:`StackedGaussianHead`.
 
     Notes
     -----
-    ``forward`` returns a tuple of T logit tensors of shape (batch, M, n_classes_t): batch first,
-    so skorch concatenates mini-batch outputs along the sample axis.
+    ``forward`` returns a tuple of T output tensors of shape (batch, M, n_classes_t) (logits by
+    default): batch first, so skorch concatenates mini-batch outputs along the sample axis.
     """
 
-    def __init__(self, trunk_factory, n_particles, n_classes, input_shape=None):
+    def __init__(self, trunk_factory, n_particles, n_classes, input_shape=None,
+                 head_factory=None):
         super().__init__()
         self.input_shape = None if input_shape is None else tuple(input_shape)
         self.trunk = StackedModules([trunk_factory() for _ in range(n_particles)])
@@ -155,7 +212,8 @@ class MultiTaskParticleNet(nn.Module):
             else:
                 n_out = probe(torch.zeros(1, *shape)).reshape(1, -1).shape[1]
         self.n_features_out = int(n_out)
-        self.heads = nn.ModuleList(StackedLinear(n_particles, self.n_features_out, c)
+        head_factory = StackedLinear if head_factory is None else head_factory
+        self.heads = nn.ModuleList(head_factory(n_particles, self.n_features_out, c)
                                    for c in n_classes)
 
     @property
