@@ -1,9 +1,10 @@
-"""scikit-learn scorers for the calibration metrics."""
+"""scikit-learn scorers for the calibration metrics (classification and regression)."""
 
 import numpy as np
 
 from ._calibration import (brier_score, classwise_calibration_error, expected_calibration_error,
                            negative_log_likelihood)
+from ._regression import gaussian_nll, interval_coverage, miscalibration_area
 
 _METRICS = {
     "ece": expected_calibration_error,
@@ -25,7 +26,36 @@ def _classes_of(estimator):
     return np.asarray(classes)
 
 
-class CalibrationScorer:
+class _MetricScorer:
+    """Shared by the scorers: a metric, its keyword arguments and scikit-learn's sign
+    convention (lower-is-better metrics negated, named ``neg_*``)."""
+
+    _factory = "make_scorer"
+
+    def __init__(self, score_func, *, greater_is_better=False, name=None, **kwargs):
+        self._score_func = score_func
+        self._sign = 1 if greater_is_better else -1
+        self._kwargs = kwargs
+        base = name or getattr(score_func, "__name__", "score")
+        self.name = base if greater_is_better else f"neg_{base}"
+
+    def __repr__(self):
+        kw = "".join(f", {k}={v!r}" for k, v in self._kwargs.items())
+        return f"{self._factory}({self._score_func.__name__}{kw})"
+
+
+def _resolve_metric(metric, registry):
+    if isinstance(metric, str):
+        if metric not in registry:
+            raise ValueError(f"metric must be one of {sorted(registry)} or a callable, "
+                             f"got {metric!r}")
+        return registry[metric]
+    if not callable(metric):
+        raise TypeError(f"metric must be a string or a callable, got {type(metric).__name__}")
+    return metric
+
+
+class CalibrationScorer(_MetricScorer):
     """A scikit-learn scorer ``scorer(estimator, X, y_true, sample_weight=None)`` for a
     probability metric.
 
@@ -42,16 +72,7 @@ class CalibrationScorer:
     :data:`brier_scorer`, :data:`nll_scorer`.
     """
 
-    def __init__(self, score_func, *, greater_is_better=False, name=None, **kwargs):
-        self._score_func = score_func
-        self._sign = 1 if greater_is_better else -1
-        self._kwargs = kwargs
-        base = name or getattr(score_func, "__name__", "score")
-        self.name = base if greater_is_better else f"neg_{base}"
-
-    def __repr__(self):
-        kw = "".join(f", {k}={v!r}" for k, v in self._kwargs.items())
-        return f"make_calibration_scorer({self._score_func.__name__}{kw})"
+    _factory = "make_calibration_scorer"
 
     def __call__(self, estimator, X, y_true, sample_weight=None):
         labels = _classes_of(estimator)
@@ -93,14 +114,8 @@ def make_calibration_scorer(metric="ece", *, greater_is_better=False, **kwargs):
     >>> bool((scores <= 0).all())  # negated: closer to 0 is better
     True
     """
-    if isinstance(metric, str):
-        if metric not in _METRICS:
-            raise ValueError(f"metric must be one of {sorted(_METRICS)} or a callable, "
-                             f"got {metric!r}")
-        metric = _METRICS[metric]
-    elif not callable(metric):
-        raise TypeError(f"metric must be a string or a callable, got {type(metric).__name__}")
-    return CalibrationScorer(metric, greater_is_better=greater_is_better, **kwargs)
+    return CalibrationScorer(_resolve_metric(metric, _METRICS),
+                             greater_is_better=greater_is_better, **kwargs)
 
 
 #: Negated top-label ECE with 10 equal-width bins (the MT-SGD paper's setting).
@@ -109,3 +124,81 @@ ece_scorer = make_calibration_scorer("ece")
 brier_scorer = make_calibration_scorer("brier")
 #: Negated mean negative log-likelihood.
 nll_scorer = make_calibration_scorer("nll")
+
+
+# -- regression ------------------------------------------------------------------------------
+
+_REGRESSION_METRICS = {
+    "gaussian_nll": gaussian_nll,
+    "interval_coverage": interval_coverage,
+    "miscalibration_area": miscalibration_area,
+}
+
+
+class RegressionScorer(_MetricScorer):
+    """A scikit-learn scorer ``scorer(estimator, X, y_true, sample_weight=None)`` for a metric
+    of Gaussian predictive distributions.
+
+    It calls ``estimator.predict(X, return_std=True)`` (sklmoo's regressors,
+    :class:`~sklearn.gaussian_process.GaussianProcessRegressor`,
+    :class:`~sklearn.linear_model.BayesianRidge`, ...) and passes ``(y_true, mean, std)`` to the
+    metric. Lower-is-better metrics are negated (``greater_is_better=False``), following
+    scikit-learn's ``neg_*`` scorers. Build one with :func:`make_regression_scorer`;
+    ready-made: :data:`gaussian_nll_scorer`, :data:`miscalibration_area_scorer`.
+    """
+
+    _factory = "make_regression_scorer"
+
+    def __call__(self, estimator, X, y_true, sample_weight=None):
+        try:
+            mean, std = estimator.predict(X, return_std=True)
+        except TypeError as exc:
+            raise TypeError(f"{type(estimator).__name__}.predict does not accept "
+                            "return_std=True; regression calibration scorers need a predictive "
+                            "standard deviation") from exc
+        value = self._score_func(y_true, mean, std, sample_weight=sample_weight,
+                                 **self._kwargs)
+        return self._sign * value
+
+
+def make_regression_scorer(metric="gaussian_nll", *, greater_is_better=False, **kwargs):
+    """Make a scorer from a regression calibration metric.
+
+    Parameters
+    ----------
+    metric : {'gaussian_nll', 'interval_coverage', 'miscalibration_area'} or callable
+        A callable must accept ``(y_true, y_mean, y_std, *, sample_weight, **kwargs)``.
+    greater_is_better : bool, default=False
+        False negates the metric, so that scikit-learn maximises the score. (Coverage is a
+        quantity to report, e.g. in ``cross_validate``, rather than to maximise: wider
+        intervals always cover more.)
+    **kwargs
+        Passed to the metric, e.g. ``level=0.95`` or ``multioutput='raw_values'``.
+
+    Returns
+    -------
+    RegressionScorer
+
+    Examples
+    --------
+    >>> from sklearn.datasets import load_diabetes
+    >>> from sklearn.linear_model import BayesianRidge
+    >>> from sklearn.model_selection import cross_val_score
+    >>> from sklmoo.metrics import gaussian_nll_scorer, make_regression_scorer
+    >>> X, y = load_diabetes(return_X_y=True)
+    >>> nll = cross_val_score(BayesianRidge(), X, y, scoring=gaussian_nll_scorer, cv=3)
+    >>> bool((nll < 0).all())            # negated NLL: closer to 0 is better
+    True
+    >>> cov = make_regression_scorer("interval_coverage", greater_is_better=True, level=0.9)
+    >>> cov90 = cross_val_score(BayesianRidge(), X, y, scoring=cov, cv=3)
+    >>> bool(((cov90 > 0.8) & (cov90 < 0.97)).all())
+    True
+    """
+    return RegressionScorer(_resolve_metric(metric, _REGRESSION_METRICS),
+                            greater_is_better=greater_is_better, **kwargs)
+
+
+#: Negated mean Gaussian negative log-likelihood of ``predict(X, return_std=True)``.
+gaussian_nll_scorer = make_regression_scorer("gaussian_nll")
+#: Negated miscalibration area of ``predict(X, return_std=True)``.
+miscalibration_area_scorer = make_regression_scorer("miscalibration_area")
