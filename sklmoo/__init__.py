@@ -7,6 +7,7 @@ pull in scikit-learn or skorch.
 __version__ = "0.1.0.dev0"
 
 _ESTIMATORS = {"MTSGDMultiTaskClassifier": "sklmoo.estimators",
+               "MTSGDRegressor": "sklmoo.estimators",
                "L2ESamplerClassifier": "sklmoo.estimators"}
 
 __all__ = sorted(_ESTIMATORS)

@@ -1,0 +1,319 @@
+"""MTSGDRegressor: M particle networks with Gaussian heads fitted by MT-SGD, every output a task."""
+
+from fnmatch import fnmatch
+
+import numpy as np
+import pandas as pd
+import torch
+from sklearn.base import RegressorMixin
+from sklearn.metrics import r2_score
+
+from ..nn import StackedGaussianHead
+from ._mtsgd_base import MTSGDNetBase
+
+
+#: the noise scales learn this many times faster than the rest of the network (see the class
+#: docstring); names of their parameters in the module
+NOISE_LR_FACTOR = 10.0
+_NOISE_PARAMS = ("heads.*.raw_scale", "heads.*.scale.*")
+
+
+def regression_targets(y, n_samples):
+    """Validate a regression target -> (float64 array (n, T) with NaN = missing, single_output,
+    output names)."""
+    single = False
+    if isinstance(y, pd.Series):
+        names, y, single = [str(y.name) if y.name is not None else "output_0"], y.to_frame(), True
+    elif isinstance(y, pd.DataFrame):
+        names = [str(c) for c in y.columns]
+    else:
+        names = None
+    arr = y.to_numpy() if hasattr(y, "to_numpy") else np.asarray(y)
+    if arr.ndim == 1:
+        arr, single = arr.reshape(-1, 1), True
+    if arr.ndim != 2:
+        raise ValueError(f"y must be 1-D (n_samples,) or 2-D (n_samples, n_outputs), got shape "
+                         f"{arr.shape}")
+    if arr.shape[0] != n_samples:
+        raise ValueError(f"X has {n_samples} samples but y has {arr.shape[0]}")
+    if arr.shape[1] < 1:
+        raise ValueError("y has no output column")
+    if arr.dtype.kind not in "fiub":
+        try:
+            arr = arr.astype(np.float64)
+        except (TypeError, ValueError):
+            raise ValueError(f"y must be numeric, got dtype {arr.dtype}; for class labels use "
+                             "a classifier") from None
+    arr = arr.astype(np.float64)
+    names = names or [f"output_{t}" for t in range(arr.shape[1])]
+    if np.isinf(arr).any():
+        bad = [names[t] for t in np.flatnonzero(np.isinf(arr).any(axis=0))]
+        raise ValueError(f"y contains inf in output(s) {bad}; NaN marks a missing target")
+    for t, name in enumerate(names):
+        values = arr[~np.isnan(arr[:, t]), t]
+        if len(values) < 2:
+            raise ValueError(f"output {name!r} has {len(values)} sample(s) with a value "
+                             f"(n_samples = {n_samples}); every output needs at least two")
+        if np.ptp(values) == 0:
+            raise ValueError(f"output {name!r} is constant ({values[0]!r}) on its "
+                             f"{len(values)} observed samples: there is nothing to learn; drop "
+                             "the column")
+    return arr, single, names
+
+
+class MTSGDRegressor(RegressorMixin, MTSGDNetBase):
+    """Multi-output regressor: an ensemble of particle networks fitted by MT-SGD.
+
+    ``n_particles`` networks, each a trunk with one Gaussian head per output (a mean and a
+    learned noise scale). Every output is a task: each step the outputs' scores for the trunks
+    are combined by MT-SGD (one simplex QP over the T outputs, Phan et al. 2022, Eq. 7) and each
+    output's heads move by SVGD, as in the paper's SARCOS experiment. Predictions average the
+    particles; the predictive variance is the particles' mean noise variance (aleatoric) plus the
+    variance of their means (epistemic), so ``predict(X, return_std=True)`` follows
+    :class:`~sklearn.gaussian_process.GaussianProcessRegressor`.
+
+    A skorch ``NeuralNet`` (callbacks, ``history``, ``device='cuda'``, ``save_params``,
+    ``warm_start``, ``set_params(module__...)``) and a scikit-learn regressor: ``y`` of shape
+    (n_samples,) or (n_samples, n_outputs), array or DataFrame (column names become
+    ``task_names_``); NaN in ``y`` is a missing target, left out of that output's loss.
+
+    Parameters
+    ----------
+    module : nn.Module class or instance, optional
+        The trunk of one particle (default: an :class:`~sklmoo.nn.MLPTrunk` with 64-64 ReLU
+        units; ``module__hidden_units=(256, 256)`` etc.), as in
+        :class:`~sklmoo.MTSGDMultiTaskClassifier`.
+    n_particles : int, default=5
+    method : {'mtsgd', 'moo_svgd', 'mgda', 'linear'}, default='mtsgd'
+        Trunk update rule, as in the classifier; ``'linear'`` is an independent ensemble of
+        networks trained on the mean of the outputs' losses.
+    kernel : {'parameter', 'function'}, default='parameter'
+        What the RBF kernel compares: the flattened parameters, or each particle's trunk
+        features and per-output (mean, scale) on the mini-batch (see the classifier).
+    smooth_drive, bandwidth, repulsion, head_repulsion, warmup_epochs, input_shape
+        As in :class:`~sklmoo.MTSGDMultiTaskClassifier`.
+    heteroscedastic : bool, default=False
+        False: one learned noise scale per output and particle. True: the heads also predict
+        a per-sample noise scale (input-dependent aleatoric uncertainty).
+    normalize_y : bool, default=True
+        Standardise every output (mean 0, standard deviation 1 over its observed values) for
+        training, so that outputs on different scales weigh alike in MT-SGD's QP and the
+        default learning rate suits any units; predictions are returned in the original units.
+    random_state : int, RandomState instance or None
+        Seeds particle initialisation and mini-batch order.
+    criterion : torch loss class, default=torch.nn.GaussianNLLLoss
+        Called as ``criterion(mean, target, variance)`` per sample.
+    optimizer, lr, max_epochs, batch_size, train_split, verbose, device, callbacks, **kwargs
+        As in skorch's ``NeuralNet`` (defaults: Adam, 1e-3, 50 epochs, batches of 64, no
+        internal validation split, silent). The noise-scale parameters learn at 10 times
+        ``lr`` (their own optimiser parameter group, unless ``optimizer__param_groups`` is
+        set): their logarithm must travel from 1 (the standardised targets' scale) to the
+        residuals' scale, and Adam moves a parameter by at most about ``lr`` per step.
+
+    Attributes
+    ----------
+    n_outputs_ : int
+    task_names_ : list of str
+        The target DataFrame's column names (a Series' name), else ``output_0``, ...
+    y_mean_, y_scale_ : ndarray of shape (n_outputs,)
+        The standardisation of the outputs (0 and 1 with ``normalize_y=False``).
+    n_features_in_ : int
+    module_ : MultiTaskParticleNet
+        The fitted particles (one :class:`~sklmoo.nn.StackedGaussianHead` per output).
+    history : skorch History
+        As in the classifier: the QP's per-output weights and the repulsion / drive ratios.
+
+    Examples
+    --------
+    >>> from sklearn.datasets import load_linnerud
+    >>> from sklmoo import MTSGDRegressor
+    >>> X, y = load_linnerud(return_X_y=True)              # 3 outputs
+    >>> reg = MTSGDRegressor(n_particles=3, max_epochs=20, random_state=0).fit(X, y)
+    >>> mean, std = reg.predict(X[:4], return_std=True)
+    >>> mean.shape, std.shape, bool((std > 0).all())
+    ((4, 3), (4, 3), True)
+    >>> reg.predict_members(X[:4]).shape                    # (particles, samples, outputs)
+    (3, 4, 3)
+    """
+
+    def __init__(self, module=None, *, n_particles=5, method="mtsgd", kernel="parameter",
+                 smooth_drive=False, bandwidth="median", repulsion=1e-3, head_repulsion=1e-2,
+                 warmup_epochs=0, heteroscedastic=False, normalize_y=True, input_shape=None,
+                 random_state=None, criterion=torch.nn.GaussianNLLLoss,
+                 optimizer=torch.optim.Adam, lr=1e-3, max_epochs=50, batch_size=64,
+                 train_split=None, verbose=0, **kwargs):
+        super().__init__(module, criterion=criterion, optimizer=optimizer, lr=lr,
+                         max_epochs=max_epochs, batch_size=batch_size, train_split=train_split,
+                         verbose=verbose, **kwargs)
+        self.n_particles = n_particles
+        self.method = method
+        self.kernel = kernel
+        self.smooth_drive = smooth_drive
+        self.warmup_epochs = warmup_epochs
+        self.bandwidth = bandwidth
+        self.repulsion = repulsion
+        self.head_repulsion = head_repulsion
+        self.heteroscedastic = heteroscedastic
+        self.normalize_y = normalize_y
+        self.input_shape = input_shape
+        self.random_state = random_state
+
+    def _check_params(self):
+        super()._check_params()
+        for name in ("heteroscedastic", "normalize_y"):
+            if not isinstance(getattr(self, name), (bool, np.bool_)):
+                raise ValueError(f"{name} must be True or False, got {getattr(self, name)!r}")
+
+    def get_params_for_optimizer(self, prefix, named_parameters):
+        """skorch's optimizer arguments, with the noise-scale parameters in their own group at
+        ``NOISE_LR_FACTOR`` times the learning rate (unless ``optimizer__param_groups`` is
+        given): with Adam a parameter moves at most ~lr per step, and the log noise scale has
+        to travel from the standardised targets' scale (1) to the residuals' (often 0.05), which
+        at lr 1e-3 would take thousands of steps and leave the intervals too wide."""
+        named = list(named_parameters)
+        args, kwargs = super().get_params_for_optimizer(prefix, named)
+        if prefix != "optimizer" or "param_groups" in self.get_params_for(prefix):
+            return args, kwargs
+        noise = {id(p) for n, p in named if any(fnmatch(n, pat) for pat in _NOISE_PARAMS)}
+        groups = []
+        for group in args[0]:
+            rest = [p for p in group["params"] if id(p) not in noise]
+            scales = [p for p in group["params"] if id(p) in noise]
+            if rest:
+                groups.append({**group, "params": rest})
+            if scales:
+                groups.append({**group, "params": scales,
+                               "lr": group.get("lr", kwargs["lr"]) * NOISE_LR_FACTOR})
+        return (groups,), kwargs
+
+    # -- targets ---------------------------------------------------------------------------------
+
+    def _prepare_targets(self, y, n_samples):
+        arr, self.single_task_, self.task_names_ = regression_targets(y, n_samples)
+        self.n_tasks_ = self.n_outputs_ = arr.shape[1]
+        if self.normalize_y:
+            self.y_mean_, self.y_scale_ = np.nanmean(arr, axis=0), np.nanstd(arr, axis=0)
+        else:
+            self.y_mean_, self.y_scale_ = np.zeros(arr.shape[1]), np.ones(arr.shape[1])
+        return self._standardise(arr)
+
+    def _standardise(self, arr):
+        return ((arr - self.y_mean_) / self.y_scale_).astype(np.float32)
+
+    def _continuation_targets(self, y, n_samples, partial):
+        try:
+            arr, single, _ = regression_targets(y, n_samples)
+        except ValueError as exc:
+            if partial:
+                raise
+            raise ValueError(f"cannot continue the particles: {exc}") from exc
+        if arr.shape[1] != self.n_outputs_ or single != self.single_task_:
+            raise ValueError(f"cannot continue the particles: they were fitted on "
+                             f"{self.n_outputs_} output(s); this y has {arr.shape[1]}. Set "
+                             "warm_start=False to start new particles")
+        # the standardisation of the first fit stays: the heads were trained in its units
+        return self._standardise(arr)
+
+    @staticmethod
+    def _observed(targets):
+        return targets == targets                                   # not NaN
+
+    def _head_widths(self):
+        return [1] * self.n_outputs_
+
+    def _head_factory(self):
+        heteroscedastic = bool(self.heteroscedastic)
+
+        def gaussian_head(n_particles, n_features, _width):
+            return StackedGaussianHead(n_particles, n_features, heteroscedastic=heteroscedastic)
+        return gaussian_head
+
+    def _member_losses(self, outputs, target):
+        """(b, M) Gaussian negative log-likelihood of every particle's (mean, scale)."""
+        mean, std = outputs[..., 0], outputs[..., 1]
+        return self.criterion_(mean, target[:, None].expand_as(mean), std ** 2)
+
+    # -- predictions ---------------------------------------------------------------------------
+
+    def _member_moments(self, X):
+        """Per-particle means and standard deviations in the original units, (M, n, T) each."""
+        outs = [o.detach().to("cpu", torch.float64).numpy() for o in self._member_outputs(X)]
+        stacked = np.stack(outs, axis=-1).transpose(1, 0, 3, 2)      # (M, n, T, 2)
+        return (stacked[..., 0] * self.y_scale_ + self.y_mean_, stacked[..., 1] * self.y_scale_)
+
+    def _shaped(self, a):
+        return a[..., 0] if self.single_task_ else a
+
+    def predict(self, X, return_std=False):
+        """Ensemble mean, shaped like ``y`` ((n_samples,) or (n_samples, n_outputs)).
+
+        Parameters
+        ----------
+        X : array-like
+        return_std : bool, default=False
+            Also return the predictive standard deviation, :math:`\\sqrt{\\text{aleatoric} +
+            \\text{epistemic}}` (:meth:`predict_uncertainty`).
+
+        Returns
+        -------
+        mean : ndarray
+        std : ndarray, only with ``return_std=True``
+        """
+        means, stds = self._member_moments(X)
+        mean = means.mean(axis=0)
+        if not return_std:
+            return self._shaped(mean)
+        std = np.sqrt((stds ** 2).mean(axis=0) + means.var(axis=0))
+        return self._shaped(mean), self._shaped(std)
+
+    @property
+    def predict_proba(self):
+        # skorch's NeuralNet defines it; a regressor has none (hasattr() is then False, so
+        # scikit-learn never takes this estimator for a classifier)
+        raise AttributeError(f"{type(self).__name__} has no predict_proba: use "
+                             "predict(X, return_std=True) for the predictive distribution")
+
+    def predict_members(self, X, return_std=False):
+        """Every particle's predictive mean (and noise standard deviation with
+        ``return_std=True``): arrays of shape (n_particles, n_samples) or
+        (n_particles, n_samples, n_outputs)."""
+        means, stds = self._member_moments(X)
+        return (self._shaped(means), self._shaped(stds)) if return_std else self._shaped(means)
+
+    def predict_uncertainty(self, X):
+        """Per-sample, per-output split of the predictive variance (original units squared).
+
+        Returns
+        -------
+        dict with ``'total'``, ``'aleatoric'`` and ``'epistemic'`` arrays shaped like ``y``:
+        total = aleatoric (the particles' mean noise variance) + epistemic (the variance of the
+        particles' means), the law of total variance over the ensemble.
+        """
+        means, stds = self._member_moments(X)
+        aleatoric, epistemic = (stds ** 2).mean(axis=0), means.var(axis=0)
+        return {"total": self._shaped(aleatoric + epistemic),
+                "aleatoric": self._shaped(aleatoric), "epistemic": self._shaped(epistemic)}
+
+    def score(self, X, y, sample_weight=None):
+        """:math:`R^2` of the ensemble mean, averaged uniformly over the outputs (scikit-learn's
+        multi-output default). Missing targets (NaN) are left out of their output's
+        :math:`R^2`."""
+        pred = self.predict(X)
+        arr = np.asarray(y.to_numpy() if hasattr(y, "to_numpy") else y, dtype=np.float64)
+        if arr.shape != pred.shape and arr.size == pred.size:
+            arr = arr.reshape(pred.shape)
+        if arr.shape != pred.shape:
+            raise ValueError(f"y has shape {arr.shape} but the predictions have {pred.shape}")
+        if not np.isnan(arr).any():
+            return float(r2_score(arr, pred, sample_weight=sample_weight))
+        arr, pred = arr.reshape(len(arr), -1), pred.reshape(len(pred), -1)
+        w = None if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
+        scores = []
+        for t in range(arr.shape[1]):
+            rows = ~np.isnan(arr[:, t])
+            if rows.sum() >= 2:
+                scores.append(r2_score(arr[rows, t], pred[rows, t],
+                                       sample_weight=None if w is None else w[rows]))
+        if not scores:
+            raise ValueError("y has no output with two or more observed values")
+        return float(np.mean(scores))

@@ -1,0 +1,218 @@
+"""MTSGDRegressor: scikit-learn / skorch contract, the MT-SGD update over outputs, predictive
+uncertainty and interval coverage, bad input."""
+
+import pickle
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+from sklearn.base import clone
+from sklearn.compose import TransformedTargetRegressor
+from sklearn.datasets import load_diabetes, load_linnerud
+from sklearn.exceptions import NotFittedError
+from sklearn.model_selection import GridSearchCV, KFold, cross_val_score
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import StandardScaler
+from sklearn.utils.estimator_checks import parametrize_with_checks
+
+from sklmoo import MTSGDRegressor
+from sklmoo.datasets import make_inverse_dynamics
+from sklmoo.metrics import (gaussian_nll_scorer, interval_coverage, make_regression_scorer,
+                            miscalibration_area_scorer)
+
+# Both follow from skorch's NeuralNet design (the classifiers expect the same two).
+EXPECTED_FAILED_CHECKS = {
+    "check_no_attributes_set_in_init": "skorch NeuralNet sets bookkeeping attributes in __init__",
+    "check_set_params": "skorch.NeuralNet.set_params rejects non-callback values for callbacks",
+}
+
+
+def _small(**kw):
+    params = dict(n_particles=2, max_epochs=5, batch_size=32, random_state=0,
+                  module__hidden_units=(16,))
+    params.update(kw)
+    return MTSGDRegressor(**params)
+
+
+@parametrize_with_checks([_small(max_epochs=40, lr=1e-2)],
+                         expected_failed_checks=lambda est: EXPECTED_FAILED_CHECKS)
+def test_sklearn_compatible(estimator, check):
+    check(estimator)
+
+
+@pytest.fixture(scope="module")
+def linnerud():
+    X, y = load_linnerud(return_X_y=True, as_frame=True)
+    return StandardScaler().fit_transform(X), y
+
+
+def test_dataframe_outputs_are_tasks_and_shapes_follow_y(linnerud):
+    X, y = linnerud
+    reg = _small().fit(X, y)
+    assert reg.task_names_ == list(y.columns) and reg.n_outputs_ == 3
+    mean, std = reg.predict(X[:5], return_std=True)
+    assert mean.shape == std.shape == (5, 3) and mean.dtype == np.float64
+    assert reg.predict_members(X[:5]).shape == (2, 5, 3)
+    parts = reg.predict_uncertainty(X[:5])
+    np.testing.assert_allclose(parts["total"], parts["aleatoric"] + parts["epistemic"])
+    np.testing.assert_allclose(np.sqrt(parts["total"]), std)
+    means, stds = reg.predict_members(X[:5], return_std=True)
+    np.testing.assert_allclose(means.mean(0), mean)
+    np.testing.assert_allclose(parts["aleatoric"], (stds ** 2).mean(0))
+    one = _small().fit(X, y["Weight"])                    # a Series: one output, 1-D predictions
+    assert one.predict(X[:5]).shape == (5,) and one.task_names_ == ["Weight"]
+    assert one.predict(X[:5], return_std=True)[1].shape == (5,)
+    assert one.predict_members(X[:5]).shape == (2, 5)
+    # normalize_y: predictions come back in the targets' units (weights ~ 180 lb)
+    assert abs(one.predict(X).mean() - y["Weight"].mean()) < 0.2 * y["Weight"].std()
+
+
+@pytest.mark.parametrize("kernel", ["parameter", "function"])
+def test_one_particle_mtsgd_is_mgda_over_the_outputs(linnerud, kernel):
+    X, y = linnerud
+    mt = _small(n_particles=1, kernel=kernel, max_epochs=3).fit(X, y)
+    mg = _small(n_particles=1, method="mgda", max_epochs=3).fit(X, y)
+    np.testing.assert_allclose(mt.predict(X), mg.predict(X), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(mt.predict(X, return_std=True)[1],
+                               mg.predict(X, return_std=True)[1], rtol=1e-4, atol=1e-5)
+    weights = np.array(mt.history[-1, "task_weights_mean"])
+    assert weights.shape == (3,) and abs(weights.sum() - 1) < 1e-6
+
+
+def test_std_grows_away_from_the_data():
+    """In-between and outside uncertainty on a 1-D toy: training inputs in [-3, -1] and
+    [1, 3]; the ensemble disagrees in the gap and far outside, agrees on the data."""
+    rng = np.random.RandomState(0)
+    x = np.concatenate([rng.uniform(-3, -1, 100), rng.uniform(1, 3, 100)])[:, None]
+    y = np.sin(x[:, 0]) + 0.1 * rng.standard_normal(200)
+    reg = MTSGDRegressor(max_epochs=100, lr=3e-3, random_state=0).fit(x, y)
+    on_data = np.r_[np.linspace(-2.8, -1.2, 9), np.linspace(1.2, 2.8, 9)][:, None]
+    probe = np.array([[-6.0], [0.0], [6.0]])
+    mean, std = reg.predict(probe, return_std=True)
+    assert (std > 0).all() and np.isfinite(mean).all()
+    epistemic = np.sqrt(reg.predict_uncertainty(probe)["epistemic"])
+    reference = np.sqrt(reg.predict_uncertainty(on_data)["epistemic"]).mean()
+    assert epistemic[1] > 1.5 * reference                   # in between
+    assert min(epistemic[0], epistemic[2]) > 5 * reference  # outside
+    assert min(std[0], std[2]) > std[1] > reg.predict(on_data, return_std=True)[1].min()
+    # the noise the particles learned is the data's (0.1), not the initial scale (1)
+    aleatoric = np.sqrt(reg.predict_uncertainty(probe)["aleatoric"])
+    np.testing.assert_allclose(aleatoric, 0.1, rtol=0.25)
+
+
+def test_intervals_cover_held_out_synthetic_data():
+    X, y = make_inverse_dynamics(2000, random_state=0, return_X_y=True)
+    scaler = StandardScaler().fit(X[:1500])
+    reg = MTSGDRegressor(max_epochs=20, random_state=0).fit(scaler.transform(X[:1500]), y[:1500])
+    Xt, yt = scaler.transform(X[1500:]), y[1500:]
+    mean, std = reg.predict(Xt, return_std=True)
+    coverage = interval_coverage(yt, mean, std, level=0.9, multioutput="raw_values")
+    assert ((coverage >= 0.8) & (coverage <= 0.97)).all(), coverage
+    assert reg.score(Xt, yt) > 0.7
+
+
+def test_clone_pickle_save_params_and_determinism(tmp_path, linnerud):
+    X, y = linnerud
+    a, b = _small().fit(X, y), _small().fit(X, y)
+    np.testing.assert_array_equal(a.predict(X), b.predict(X))
+    c = _small(random_state=1).fit(X, y)
+    assert not np.allclose(a.predict(X), c.predict(X))
+    restored = pickle.loads(pickle.dumps(a))
+    np.testing.assert_array_equal(restored.predict(X, return_std=True)[1],
+                                  a.predict(X, return_std=True)[1])
+    a.save_params(f_params=tmp_path / "p.pt")
+    fresh = clone(a)
+    fresh._prepare(X, y)
+    fresh.initialize()
+    fresh.load_params(f_params=tmp_path / "p.pt")
+    fresh.fitted_ = True
+    np.testing.assert_array_equal(fresh.predict(X), a.predict(X))
+    assert clone(a).set_params(heteroscedastic=True).get_params()["heteroscedastic"] is True
+
+
+def test_pipelines_cross_validation_and_search():
+    X, y = load_diabetes(return_X_y=True)
+    pipe = make_pipeline(StandardScaler(), _small(max_epochs=20, lr=1e-2))
+    for scoring in (gaussian_nll_scorer, miscalibration_area_scorer, None):
+        scores = cross_val_score(pipe, X, y, cv=KFold(3), scoring=scoring)
+        assert np.isfinite(scores).all()
+    ttr = TransformedTargetRegressor(pipe, transformer=StandardScaler()).fit(X, y)
+    assert ttr.score(X, y) > 0.3
+    search = GridSearchCV(pipe, {"mtsgdregressor__heteroscedastic": [False, True]}, cv=2,
+                          scoring=make_regression_scorer("gaussian_nll")).fit(X, y)
+    assert np.isfinite(search.cv_results_["mean_test_score"]).all()
+
+
+def test_heteroscedastic_heads_learn_input_dependent_noise():
+    rng = np.random.RandomState(0)
+    x = rng.uniform(-1, 1, (600, 1))
+    y = x[:, 0] + (0.05 + 0.5 * (x[:, 0] > 0)) * rng.standard_normal(600)
+    reg = MTSGDRegressor(heteroscedastic=True, max_epochs=60, lr=3e-3, random_state=0).fit(x, y)
+    aleatoric = np.sqrt(reg.predict_uncertainty(np.array([[-0.5], [0.5]]))["aleatoric"])
+    assert aleatoric[1] > 3 * aleatoric[0]
+    homo = MTSGDRegressor(max_epochs=5, random_state=0).fit(x, y)
+    noise = np.sqrt(homo.predict_uncertainty(np.array([[-0.5], [0.5]]))["aleatoric"])
+    assert noise[0] == pytest.approx(noise[1])
+
+
+def test_missing_targets_are_masked(linnerud):
+    X, y = linnerud
+    y = y.to_numpy().astype(float)
+    # samples without any target are dropped: appending them changes nothing
+    Xx = np.vstack([X, X[:5] + 100.0])
+    yx = np.vstack([y, np.full((5, 3), np.nan)])
+    full = dict(batch_size=-1, iterator_train__shuffle=False)
+    a = _small(**full).fit(X, y)
+    b = _small(**full).fit(Xx, yx)
+    np.testing.assert_allclose(a.predict(X), b.predict(X), rtol=1e-5)
+    # a partially missing target is left out of its output's loss only
+    y_nan = y.copy()
+    y_nan[:7, 1] = np.nan
+    reg = _small(**full).fit(X, y_nan)
+    out = reg.module_(torch.as_tensor(X, dtype=torch.float32))
+    targets = torch.as_tensor(reg._standardise(y_nan))
+    losses = reg._task_losses(out, targets)
+    mean, std = out[1][7:, :, 0], out[1][7:, :, 1]
+    ref = 0.5 * (torch.log(std ** 2) + (targets[7:, 1:2] - mean) ** 2 / std ** 2)
+    torch.testing.assert_close(losses[1], ref.mean(0))
+    assert np.isfinite(reg.predict(X)).all()
+    assert np.isfinite(reg.score(X, y_nan))
+
+
+@pytest.mark.parametrize("X_bad, y_bad, match", [
+    (lambda X: np.where(np.arange(X.size).reshape(X.shape) == 3, np.nan, X), None, "NaN"),
+    (lambda X: np.where(np.arange(X.size).reshape(X.shape) == 3, np.inf, X), None, "infinity"),
+    (None, lambda y: np.where(np.arange(y.size).reshape(y.shape) == 3, np.inf, y), "inf"),
+    (None, lambda y: np.column_stack([y[:, 0], np.full(len(y), np.nan)]), "0 sample"),
+    (None, lambda y: np.column_stack([y[:, 0], np.full(len(y), 2.5)]), "constant"),
+    (None, lambda y: y[:-1], "samples"),
+    (None, lambda y: y[:, :, None], "shape"),
+    (None, lambda y: np.array(["a"] * len(y), dtype=object), "numeric"),
+])
+def test_bad_input_is_refused_before_fitting(linnerud, X_bad, y_bad, match):
+    X, y = linnerud
+    X, y = np.asarray(X, float), y.to_numpy().astype(float)
+    reg = _small()
+    with pytest.raises(ValueError, match=match):
+        reg.fit(X_bad(X) if X_bad else X, y_bad(y) if y_bad else y)
+    assert not reg.__sklearn_is_fitted__()
+
+
+def test_divergence_and_incompatible_continuation(linnerud):
+    X, y = linnerud
+    reg = _small(lr=1e6, max_epochs=6)
+    with pytest.raises(FloatingPointError, match=r"epoch \d+"):
+        reg.fit(X, y)
+    assert not reg.__sklearn_is_fitted__()
+    with pytest.raises(NotFittedError):
+        reg.predict(X[:3])
+    reg = _small(warm_start=True).fit(X, y)
+    before = reg.predict(X)
+    with pytest.raises(ValueError, match="cannot continue the particles"):
+        reg.fit(X, y.iloc[:, :2])
+    np.testing.assert_array_equal(before, reg.predict(X))
+    reg.fit(X, y)                                          # same outputs: continues
+    assert len(reg.history) == 10
+    with pytest.raises(ValueError, match="heteroscedastic"):
+        _small(heteroscedastic="yes").fit(X, y)
