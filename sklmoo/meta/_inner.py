@@ -16,8 +16,14 @@ def _stacked_init(model, n_chains):
 
 
 def run_chains(task, sampler, n_chains, n_steps, *, batch_size=128, n_samples=10, thin=None,
-               generator=None, full=False):
+               generator=None, noise_generators=None, init_seed=None, full=False):
     """Run ``n_chains`` chains of ``sampler`` (built with ``batch_dims=1``) on ``task``.
+
+    ``generator`` draws the mini-batches (shared by all chains) and, unless
+    ``noise_generators`` gives one generator per chain, the sampler's noise. ``init_seed``
+    seeds the network's initialisation (shared by all chains); None draws it from torch's
+    global generator. With both, a chain's run does not depend on which other chains are
+    batched with it (up to float rounding): how meta-training splits its ES pairs over workers.
 
     Returns
     -------
@@ -25,8 +31,14 @@ def run_chains(task, sampler, n_chains, n_steps, *, batch_size=128, n_samples=10
         Log-probability of each validation label (or of every class) under each collected
         sample (thinned from the end of the run); NaN/inf when a chain diverged.
     """
-    model = task.make_model()
+    if init_seed is None:
+        model = task.make_model()
+    else:
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(int(init_seed))
+            model = task.make_model()
     params = _stacked_init(model, n_chains)
+    noise = generator if noise_generators is None else list(noise_generators)
     state = sampler.init(params)
     n = len(task.y_train)
     thin = thin or max(1, n_steps // (4 * n_samples))
@@ -45,7 +57,7 @@ def run_chains(task, sampler, n_chains, n_steps, *, batch_size=128, n_samples=10
                                                  y[None].expand(n_chains, -1))
         grads = torch.autograd.grad(loss * n_chains, list(p.values()))
         state.params = {k: v.detach() for k, v in p.items()}
-        state = sampler.update(state, dict(zip(p, grads)), generator=generator)
+        state = sampler.update(state, dict(zip(p, grads)), generator=noise)
         if step in collect:
             with torch.no_grad():
                 lp = torch.log_softmax(logits_of(state.params, task.X_val), dim=-1)

@@ -48,6 +48,28 @@ def warm_start(meta, kappa_momentum=5.0, kappa_gradient=20.0, n_iter=400, seed=0
     return meta
 
 
+def chain_group_losses(task, phi_rows, chain_seeds, init_seed, batch_seed, config):
+    """Meta-losses of the chains with meta-parameters ``phi_rows`` (k, dim) on ``task``: one
+    unit of an outer step's work, run in this process or on a Dask worker.
+
+    Every chain draws its sampler noise from its own seed, the network initialisation and the
+    mini-batch order come from seeds shared by the outer step: a chain's loss therefore does
+    not depend on which chains are batched with it (up to float rounding), so the meta-sampler
+    is the same however the pairs are split over workers.
+    """
+    from ..samplers import MetaSampler as _Meta
+
+    with torch.random.fork_rng(devices=[]):
+        weights = _Meta().unflatten(phi_rows)
+    sampler = make_l2e(weights, task, config["step_size"], config["temperature"])
+    noise = [torch.Generator().manual_seed(int(s)) for s in chain_seeds]
+    logp = run_chains(task, sampler, len(phi_rows), config["inner_steps"],
+                      batch_size=config["batch_size"], n_samples=config["n_samples"],
+                      generator=torch.Generator().manual_seed(int(batch_seed)),
+                      noise_generators=noise, init_seed=init_seed)
+    return (bma_meta_loss if config["meta_loss"] == "bma" else ce_meta_loss)(logp)
+
+
 class MetaTrainer:
     """State and loop of L2E meta-training; checkpointable and resumable.
 
@@ -65,11 +87,27 @@ class MetaTrainer:
     step_size, temperature : float
         Inner-loop sampler settings.
     seed : int, default=0
+    client : dask.distributed.Client, optional
+        Evaluate the antithetic pairs of every outer step on the cluster's workers (each job
+        runs ``pairs_per_job`` pairs). Every chain has its own noise stream and all chains of
+        a step share the initialisation and mini-batches, so the meta-sampler is the same as
+        a local run with the same seed up to float rounding, however the pairs are split.
+    pairs_per_job : int, optional
+        Pairs per unit of work: default all pairs in one batched call locally, one pair per
+        job with a ``client``.
+
+    Examples
+    --------
+    >>> from sklmoo.meta import MetaTrainer
+    >>> trainer = MetaTrainer(inner_steps=20, n_pairs=2, seed=0)
+    >>> step, meta_loss, task_name = trainer.outer_step()
+    >>> step, meta_loss > 0
+    (1, True)
     """
 
     def __init__(self, tasks=None, *, inner_steps=600, n_pairs=4, sigma=0.01, lr=0.01, clip=1.0,
                  meta_loss="bma", step_size=1.0, temperature=1.0, batch_size=128, n_samples=10,
-                 seed=0, warm=True):
+                 seed=0, warm=True, client=None, pairs_per_job=None):
         self.tasks = tasks or TaskDistribution()
         self.config = dict(inner_steps=inner_steps, n_pairs=n_pairs, sigma=sigma, lr=lr,
                            clip=clip, meta_loss=meta_loss, step_size=step_size,
@@ -87,6 +125,11 @@ class MetaTrainer:
             if not (np.isfinite(value) and (value > 0 or (low_ok and value == 0))):
                 kind = "non-negative" if low_ok else "positive"
                 raise ValueError(f"{name} must be a finite {kind} number, got {value!r}")
+        if pairs_per_job is not None and (isinstance(pairs_per_job, bool) or not isinstance(
+                pairs_per_job, int) or pairs_per_job < 1):
+            raise ValueError(f"pairs_per_job must be a positive integer, got {pairs_per_job!r}")
+        self.client = client
+        self.pairs_per_job = pairs_per_job
         torch.manual_seed(seed)
         self.meta = MetaSampler()
         if warm:
@@ -99,13 +142,29 @@ class MetaTrainer:
         self.generator = torch.Generator().manual_seed(seed)
 
     def _losses(self, task, batch_phi):
+        """Losses of the 2P perturbed meta-parameters (P "+" rows, then P "-" rows), computed
+        in jobs of ``pairs_per_job`` pairs, locally or on ``client``'s workers."""
         cfg = self.config
-        weights = self.meta.unflatten(batch_phi)
-        sampler = make_l2e(weights, task, cfg["step_size"], cfg["temperature"])
-        logp = run_chains(task, sampler, len(batch_phi), cfg["inner_steps"],
-                          batch_size=cfg["batch_size"], n_samples=cfg["n_samples"],
-                          generator=self.generator)
-        return (bma_meta_loss if cfg["meta_loss"] == "bma" else ce_meta_loss)(logp)
+        n_pairs = len(batch_phi) // 2
+        seeds = self.rng.integers(0, 2 ** 62, size=2 + len(batch_phi))
+        init_seed, batch_seed, chain_seeds = int(seeds[0]), int(seeds[1]), seeds[2:]
+        per_job = self.pairs_per_job or (1 if self.client is not None else n_pairs)
+        jobs = []
+        for start in range(0, n_pairs, per_job):
+            pairs = list(range(start, min(start + per_job, n_pairs)))
+            rows = pairs + [n_pairs + i for i in pairs]
+            jobs.append((rows, (task, batch_phi[rows].detach().clone(),
+                                chain_seeds[rows].tolist(), init_seed, batch_seed, dict(cfg))))
+        if self.client is None:
+            results = [chain_group_losses(*args) for _, args in jobs]
+        else:
+            futures = [self.client.submit(chain_group_losses, *args, pure=False)
+                       for _, args in jobs]
+            results = self.client.gather(futures)
+        losses = torch.empty(len(batch_phi), dtype=batch_phi.dtype)
+        for (rows, _), loss in zip(jobs, results):
+            losses[rows] = torch.as_tensor(loss, dtype=batch_phi.dtype)
+        return losses
 
     def outer_step(self):
         """Sample a task, estimate the meta-gradient by ES and take one Adam step."""
@@ -190,8 +249,16 @@ def _parse(argv):
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--checkpoint-every", type=int, default=25)
     parser.add_argument("--resume", action="store_true", help="continue from OUT/checkpoint.pt")
-    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--threads", type=int, default=1,
+                        help="torch threads here and, with --scheduler, on every worker")
+    parser.add_argument("--scheduler", default=None, metavar="ADDRESS",
+                        help="evaluate the ES pairs on a Dask cluster, e.g. tcp://host:8786 "
+                             "(start one with `dask scheduler` and `dask worker ADDRESS`)")
+    parser.add_argument("--pairs-per-job", type=int, default=None,
+                        help="ES pairs per unit of work (default: all locally, 1 on a cluster)")
     args = parser.parse_args(argv)
+    if args.pairs_per_job is not None and args.pairs_per_job < 1:
+        parser.error(f"--pairs-per-job must be at least 1, got {args.pairs_per_job}")
     for name in ("outer_steps", "inner_steps", "n_pairs", "checkpoint_every", "threads"):
         if getattr(args, name) < 1:
             parser.error(f"--{name.replace('_', '-')} must be at least 1, got "
@@ -234,9 +301,22 @@ def main(argv=None):
     torch.set_num_threads(args.threads)
     out = pathlib.Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
+    client = None
+    if args.scheduler is not None:
+        try:
+            from dask.distributed import Client
+        except ImportError:
+            parser.error("--scheduler needs dask.distributed: pip install 'dask[distributed]'")
+        try:
+            client = Client(args.scheduler, timeout="10s")
+        except (OSError, TimeoutError) as exc:
+            parser.error(f"--scheduler: cannot reach a Dask scheduler at {args.scheduler} "
+                         f"({exc})")
+        client.run(torch.set_num_threads, args.threads)
     trainer = MetaTrainer(inner_steps=args.inner_steps, n_pairs=args.n_pairs, sigma=args.sigma,
                           lr=args.lr, meta_loss=args.meta_loss, step_size=args.step_size,
-                          temperature=args.temperature, seed=args.seed)
+                          temperature=args.temperature, seed=args.seed, client=client,
+                          pairs_per_job=args.pairs_per_job)
     ckpt = out / "checkpoint.pt"
     if args.resume:
         try:
@@ -282,5 +362,7 @@ def main(argv=None):
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
+        if client is not None:
+            client.close()
     bar.close()
     return trainer

@@ -63,6 +63,15 @@ def like_input(tree, template):
 
 
 def _noise(x, generator):
+    """Standard normal noise shaped like ``x``. ``generator`` may be one torch generator or a
+    sequence of them, one per slice of ``x``'s leading (chain) dimension: every chain then has
+    its own noise stream, and chains batched together draw exactly what they would draw run
+    one by one."""
+    if isinstance(generator, (list, tuple)):
+        if len(generator) != x.shape[0]:
+            raise ValueError(f"{len(generator)} noise generators for {x.shape[0]} chains")
+        return torch.stack([torch.randn(x.shape[1:], dtype=x.dtype, device=x.device, generator=g)
+                            for g in generator])
     return torch.randn(x.shape, dtype=x.dtype, device=x.device, generator=generator)
 
 
