@@ -12,7 +12,7 @@ from sklearn.exceptions import ConvergenceWarning
 from skorch.callbacks import Checkpoint, EarlyStopping, LRScheduler, ProgressBar
 from skorch.dataset import ValidSplit
 
-from sklmoo import L2ESamplerClassifier, MTSGDMultiTaskClassifier
+from sklmoo import L2ESamplerClassifier, MTSGDMultiTaskClassifier, MTSGDRegressor
 from sklmoo.datasets import make_multi_digits
 
 
@@ -28,11 +28,22 @@ ESTIMATORS = {
                                                    **kw),
     "l2e": lambda **kw: L2ESamplerClassifier(n_chains=2, max_epochs=3, n_samples=1,
                                              module__hidden_units=(8,), random_state=0, **kw),
+    "regressor": lambda **kw: MTSGDRegressor(n_particles=2, max_epochs=3,
+                                             module__hidden_units=(8,), random_state=0, **kw),
 }
 
 
 def _target(name, y):
+    if name == "regressor":
+        return y.astype(float)               # the two digits' values as a 2-output regression
     return y if name == "mtsgd" else y[:, 0]
+
+
+def _outputs(est, X):
+    """What a user reads from the fitted estimator: probabilities, or mean and std."""
+    if isinstance(est, MTSGDRegressor):
+        return np.stack(est.predict(X, return_std=True))
+    return np.asarray(est.predict_proba(X))
 
 
 def _fit(est, X, y):
@@ -95,15 +106,15 @@ def test_pickle_joblib_and_save_params_round_trips(tmp_path, data, name):
     X, y = data
     y = _target(name, y)
     est = _fit(ESTIMATORS[name](), X, y)
-    ref = est.predict_proba(X[:20])
+    ref = _outputs(est, X[:20])
     path = tmp_path / "model.joblib"
     joblib.dump(est, path)
     for loaded in (joblib.load(path), pickle.loads(pickle.dumps(est))):
-        np.testing.assert_array_equal(np.asarray(loaded.predict_proba(X[:20])), np.asarray(ref))
+        np.testing.assert_array_equal(_outputs(loaded, X[:20]), ref)
     est.save_params(f_params=tmp_path / "params.pt")
     other = _fit(clone(est).set_params(random_state=7), X, y)
     other.load_params(f_params=tmp_path / "params.pt")
-    np.testing.assert_array_equal(np.asarray(other.predict_proba(X[:20])), np.asarray(ref))
+    np.testing.assert_array_equal(_outputs(other, X[:20]), ref)
 
 
 @pytest.mark.parametrize("name", list(ESTIMATORS))
@@ -122,8 +133,8 @@ def test_cuda_without_a_gpu_fails_at_fit_with_a_message(data, name):
 def test_fitted_on_cuda_loads_on_cpu(tmp_path, data, name):
     X, y = data
     est = _fit(ESTIMATORS[name](device="cuda"), X, _target(name, y))
-    ref = np.asarray(est.predict_proba(X[:10]))
+    ref = _outputs(est, X[:10])
     est.save_params(f_params=tmp_path / "params.pt")
     cpu = _fit(ESTIMATORS[name](device="cpu"), X, _target(name, y))
     cpu.load_params(f_params=tmp_path / "params.pt")      # skorch maps to the net's device
-    np.testing.assert_allclose(np.asarray(cpu.predict_proba(X[:10])), ref, rtol=1e-4)
+    np.testing.assert_allclose(_outputs(cpu, X[:10]), ref, rtol=1e-4)

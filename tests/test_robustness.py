@@ -13,7 +13,7 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 from skorch.callbacks import Callback
 
-from sklmoo import L2ESamplerClassifier, MTSGDMultiTaskClassifier
+from sklmoo import L2ESamplerClassifier, MTSGDMultiTaskClassifier, MTSGDRegressor
 from sklmoo.datasets import make_multi_digits
 from sklmoo.metrics import brier_scorer, ece_scorer, nll_scorer
 
@@ -23,6 +23,12 @@ def _mt(**kw):
                   module__hidden_units=(8,))
     params.update(kw)
     return MTSGDMultiTaskClassifier(**params)
+
+
+def _target_for(est, y):
+    if isinstance(est, MTSGDRegressor):
+        return y.astype(float)
+    return y if isinstance(est, MTSGDMultiTaskClassifier) else y[:, 0]
 
 
 @pytest.fixture(scope="module")
@@ -85,12 +91,14 @@ class _InterruptAfter(Callback):
     lambda **kw: _mt(max_epochs=3, **kw),
     lambda **kw: L2ESamplerClassifier(n_chains=2, max_epochs=3, n_samples=1,
                                       module__hidden_units=(8,), random_state=0, **kw),
+    lambda **kw: MTSGDRegressor(n_particles=2, max_epochs=3, module__hidden_units=(8,),
+                                random_state=0, **kw),
 ])
 def test_interrupted_or_reinitialised_estimators_are_not_fitted(digits, make):
     # item 9: KeyboardInterrupt returned normally with the estimator marked fitted, and
     # set_params(module__...) re-initialised the weights while predict kept working
     X, y = digits
-    y = y if "MTSGD" in type(make()).__name__ else y[:, 0]
+    y = _target_for(make(), y)
     with pytest.raises(KeyboardInterrupt, match="interrupted after 1 of 3 epochs"):
         make(callbacks=[_InterruptAfter()]).fit(X, y)
     clf = make()
@@ -162,9 +170,10 @@ def test_multitask_parameters_are_validated_before_any_epoch(digits, params, mat
 @pytest.mark.parametrize("make", [
     lambda: _mt(),
     lambda: L2ESamplerClassifier(n_chains=2, max_epochs=2, n_samples=1, random_state=0),
+    lambda: MTSGDRegressor(n_particles=2, max_epochs=2, random_state=0),
 ])
 def test_sample_weight_is_refused_not_ignored(digits, make):
     X, y = digits
-    y = y if "MTSGD" in type(make()).__name__ else y[:, 0]
+    y = _target_for(make(), y)
     with pytest.raises(ValueError, match="does not support sample_weight"):
         make().fit(X, y, sample_weight=np.ones(len(X)))
