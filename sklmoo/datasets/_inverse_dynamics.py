@@ -42,6 +42,15 @@ def inverse_dynamics_torques(q, dq, ddq):
     Returns
     -------
     ndarray of shape (n, 7)
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sklmoo.datasets import inverse_dynamics_torques
+    >>> rest = np.zeros((1, 7))                  # arm stretched out horizontally, at rest
+    >>> tau = inverse_dynamics_torques(rest, rest, rest)
+    >>> bool(tau[0, 0] > tau[0, 3] > tau[0, 6] > 0)   # gravity load falls toward the wrist
+    True
     """
     q, dq, ddq = (np.asarray(a, dtype=np.float64) for a in (q, dq, ddq))
     phi, dphi, ddphi = (np.cumsum(a, axis=1) for a in (q, dq, ddq))

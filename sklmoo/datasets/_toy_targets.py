@@ -179,13 +179,28 @@ ZDT3_BOUNDS = (0.0, 1.0)
 
 
 def zdt3_pareto_front(n_points=500):
-    """Points (f1, f2) on ZDT3's true Pareto front, for plotting -> array (n, 2)."""
+    """Points (f1, f2) on ZDT3's true Pareto front, for plotting -> array (n, 2).
+
+    Examples
+    --------
+    >>> from sklmoo.datasets import zdt3_pareto_front
+    >>> zdt3_pareto_front(100).shape
+    (100, 2)
+    """
     f1 = np.concatenate([np.linspace(a, b, max(2, n_points // 5)) for a, b in ZDT3_FRONT_SEGMENTS])
     return np.column_stack([f1, 1.0 - np.sqrt(f1) - f1 * np.sin(10 * np.pi * f1)])
 
 
 def zdt3_segment(f1):
-    """Index (0-4) of the Pareto segment whose f1-interval is nearest to each ``f1`` value."""
+    """Index (0-4) of the Pareto segment whose f1-interval is nearest to each ``f1`` value.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sklmoo.datasets import zdt3_segment
+    >>> zdt3_segment(np.array([0.0, 0.85]))
+    array([0, 4])
+    """
     f1 = np.asarray(f1, dtype=np.float64)
     centres = np.array([(a + b) / 2 for a, b in ZDT3_FRONT_SEGMENTS])
     return np.abs(f1[:, None] - centres[None]).argmin(axis=1)

@@ -30,6 +30,19 @@ def run_chains(task, sampler, n_chains, n_steps, *, batch_size=128, n_samples=10
     log_probs : Tensor (n_chains, n_samples, n_val), or (..., n_classes) with ``full=True``
         Log-probability of each validation label (or of every class) under each collected
         sample (thinned from the end of the run); NaN/inf when a chain diverged.
+
+    Examples
+    --------
+    >>> import numpy as np, torch
+    >>> from sklmoo.meta import load_default_meta_sampler, synthetic_task
+    >>> from sklmoo.meta._inner import make_l2e
+    >>> task = synthetic_task(np.random.default_rng(0), max_train=64, n_val=32)
+    >>> meta = load_default_meta_sampler()
+    >>> weights = {k: v.expand(2, *v.shape) for k, v in meta.weights().items()}
+    >>> logp = run_chains(task, make_l2e(weights, task), 2, 20, n_samples=3,
+    ...                   generator=torch.Generator().manual_seed(0))
+    >>> logp.shape                                     # (chains, samples, validation points)
+    torch.Size([2, 3, 32])
     """
     if init_seed is None:
         model = task.make_model()
@@ -72,13 +85,31 @@ def _inf_if_diverged(loss):
 
 def bma_meta_loss(log_probs):
     """Eq. 7: NLL of the Bayesian model average, ``-mean_i log mean_k p_k(y_i|x_i)``, per chain
-    (``log_probs`` (P, K, n)) -> (P,); inf for a diverged chain."""
+    (``log_probs`` (P, K, n)) -> (P,); inf for a diverged chain.
+
+    Examples
+    --------
+    >>> import math, torch
+    >>> from sklmoo.meta import bma_meta_loss
+    >>> log_probs = torch.log(torch.tensor([[[0.5], [1.0]]]))   # 1 chain, 2 samples, 1 label
+    >>> round(float(bma_meta_loss(log_probs)[0]), 4) == round(-math.log(0.75), 4)
+    True
+    """
     k = log_probs.shape[1]
     return _inf_if_diverged(-(torch.logsumexp(log_probs, dim=1) - math.log(k)).mean(dim=1))
 
 
 def ce_meta_loss(log_probs):
-    """Mean cross-entropy of the individual samples (the paper's CE meta-loss ablation)."""
+    """Mean cross-entropy of the individual samples (the paper's CE meta-loss ablation).
+
+    Examples
+    --------
+    >>> import math, torch
+    >>> from sklmoo.meta import ce_meta_loss
+    >>> log_probs = torch.log(torch.tensor([[[0.5], [1.0]]]))
+    >>> round(float(ce_meta_loss(log_probs)[0]), 4) == round(-math.log(0.5) / 2, 4)
+    True
+    """
     return _inf_if_diverged(-log_probs.mean(dim=(1, 2)))
 
 

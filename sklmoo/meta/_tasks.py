@@ -56,7 +56,17 @@ class TaskCNN(nn.Module):
 
 @dataclass
 class Task:
-    """One meta-training task: data splits (float32 tensors) and a model factory."""
+    """One meta-training task: data splits (float32 tensors) and a model factory.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sklmoo.meta import digits_task
+    >>> task = digits_task(np.random.default_rng(0))
+    >>> model = task.make_model()
+    >>> model(task.X_val[:4]).shape[1] == task.n_classes
+    True
+    """
 
     name: str
     X_train: torch.Tensor
@@ -81,7 +91,16 @@ def _split(X, y, n_train, n_val, rng):
 
 
 def digits_task(rng, max_train=512, n_val=256):
-    """A random digits-derived task."""
+    """A random digits-derived task.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sklmoo.meta import digits_task
+    >>> task = digits_task(np.random.default_rng(0), max_train=128, n_val=64)
+    >>> len(task.y_val), task.X_train.dtype
+    (64, torch.float32)
+    """
     images, target = _digits()
     k = int(rng.integers(2, 11))
     classes = np.sort(rng.choice(10, size=k, replace=False))
@@ -106,7 +125,16 @@ def digits_task(rng, max_train=512, n_val=256):
 
 
 def synthetic_task(rng, max_train=512, n_val=256):
-    """A random ``make_classification`` task with an MLP."""
+    """A random ``make_classification`` task with an MLP.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sklmoo.meta import synthetic_task
+    >>> task = synthetic_task(np.random.default_rng(0), max_train=128, n_val=64)
+    >>> len(task.y_val), int(task.y_train.max()) < task.n_classes
+    (64, True)
+    """
     n_features = int(rng.integers(2, 21))
     n_informative = int(rng.integers(2, n_features + 1))
     k = int(rng.integers(2, min(5, 2 ** n_informative // 2) + 1))

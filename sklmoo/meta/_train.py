@@ -23,7 +23,15 @@ PRETRAINED = pathlib.Path(__file__).parent / "pretrained" / "l2e_default.npz"
 
 
 def load_default_meta_sampler():
-    """The meta-sampler sklmoo trained and ships (see its card: ``.card``)."""
+    """The meta-sampler sklmoo trained and ships (see its card: ``.card``).
+
+    Examples
+    --------
+    >>> from sklmoo.meta import load_default_meta_sampler
+    >>> meta = load_default_meta_sampler()
+    >>> "config" in meta.card                      # how it was trained
+    True
+    """
     if not PRETRAINED.exists():
         raise FileNotFoundError(f"no shipped meta-sampler at {PRETRAINED}")
     return MetaSampler.load(PRETRAINED)
@@ -33,7 +41,17 @@ def warm_start(meta, kappa_momentum=5.0, kappa_gradient=20.0, n_iter=400, seed=0
     """Fit the MLP by regression to a hand-designed sampler before ES: ``alpha = 0`` and
     ``beta = kappa_momentum * r_hat - kappa_gradient * m_hat(0.9)`` on standard-normal features
     (normalised momentum plus a normalised gradient average), so that the first inner loops
-    already move the parameters; ES then reshapes it."""
+    already move the parameters; ES then reshapes it.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from sklmoo.meta import warm_start
+    >>> from sklmoo.samplers import MetaSampler
+    >>> meta = warm_start(MetaSampler(), n_iter=50)
+    >>> meta(torch.zeros(3, 9)).shape
+    torch.Size([3, 2])
+    """
     gen = torch.Generator().manual_seed(seed)
     opt = torch.optim.Adam(meta.parameters(), lr=3e-3)
     i_m09 = 3 + GRADIENT_DECAYS.index(0.9)

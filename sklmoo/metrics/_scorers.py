@@ -70,6 +70,16 @@ class CalibrationScorer(_MetricScorer):
 
     Build one with :func:`make_calibration_scorer`; ready-made: :data:`ece_scorer`,
     :data:`brier_scorer`, :data:`nll_scorer`.
+
+    Examples
+    --------
+    >>> from sklearn.datasets import load_iris
+    >>> from sklearn.linear_model import LogisticRegression
+    >>> from sklmoo.metrics import CalibrationScorer, brier_score
+    >>> X, y = load_iris(return_X_y=True)
+    >>> scorer = CalibrationScorer(brier_score)                # same as make_calibration_scorer
+    >>> scorer.name, bool(scorer(LogisticRegression(max_iter=500).fit(X, y), X, y) < 0)
+    ('neg_brier_score', True)
     """
 
     _factory = "make_calibration_scorer"
@@ -145,6 +155,16 @@ class RegressionScorer(_MetricScorer):
     metric. Lower-is-better metrics are negated (``greater_is_better=False``), following
     scikit-learn's ``neg_*`` scorers. Build one with :func:`make_regression_scorer`;
     ready-made: :data:`gaussian_nll_scorer`, :data:`miscalibration_area_scorer`.
+
+    Examples
+    --------
+    >>> from sklearn.datasets import load_diabetes
+    >>> from sklearn.linear_model import BayesianRidge
+    >>> from sklmoo.metrics import RegressionScorer, gaussian_nll
+    >>> X, y = load_diabetes(return_X_y=True)
+    >>> scorer = RegressionScorer(gaussian_nll)                # same as make_regression_scorer
+    >>> scorer.name, bool(scorer(BayesianRidge().fit(X, y), X, y) < 0)
+    ('neg_gaussian_nll', True)
     """
 
     _factory = "make_regression_scorer"

@@ -35,6 +35,16 @@ class SampleStore(nn.Module):
     and pickling carry the samples), but ``.to(device)`` leaves them on the CPU: a network's
     hundreds of samples must not occupy accelerator memory. Loading a state dict resizes the
     buffers to what it holds.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from sklmoo.nn import SampleStore
+    >>> store = SampleStore(["w"])
+    >>> store.append({"w": torch.ones(2, 3)})                 # one draw of 2 chains
+    >>> store.append({"w": torch.zeros(2, 3)})
+    >>> len(store), store.draws()["w"].shape
+    (2, torch.Size([2, 2, 3]))
     """
 
     def __init__(self, names, dtype=torch.float32):

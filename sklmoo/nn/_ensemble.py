@@ -17,7 +17,17 @@ def _reinitialise(module):
 
 def member_factory(module, **kwargs):
     """A callable returning a freshly initialised member: ``module`` is an ``nn.Module`` class
-    (called with ``kwargs``) or an instance (deep-copied, then re-initialised)."""
+    (called with ``kwargs``) or an instance (deep-copied, then re-initialised).
+
+    Examples
+    --------
+    >>> from torch import nn
+    >>> from sklmoo.nn import member_factory
+    >>> make = member_factory(nn.Linear, in_features=3, out_features=2)
+    >>> a, b = make(), make()                                 # independently initialised
+    >>> bool((a.weight != b.weight).any())
+    True
+    """
     if isinstance(module, nn.Module):
         if kwargs:
             raise ValueError("module__* parameters need a module class, not an instance")
@@ -100,6 +110,13 @@ class StackedLinear(nn.Module):
 
     ``forward(h)`` with ``h`` of shape (M, batch, in_features) -> (M, batch, out_features).
     Initialised like ``nn.Linear``, independently per member.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from sklmoo.nn import StackedLinear
+    >>> StackedLinear(3, 8, 2)(torch.randn(3, 5, 8)).shape      # (members, batch, out)
+    torch.Size([3, 5, 2])
     """
 
     def __init__(self, n_members, in_features, out_features):
@@ -194,6 +211,15 @@ class MultiTaskParticleNet(nn.Module):
     -----
     ``forward`` returns a tuple of T output tensors of shape (batch, M, n_classes_t) (logits by
     default): batch first, so skorch concatenates mini-batch outputs along the sample axis.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from sklmoo.nn import MLPTrunk, MultiTaskParticleNet, member_factory
+    >>> net = MultiTaskParticleNet(member_factory(MLPTrunk, n_features=6, hidden_units=(8,)),
+    ...                            n_particles=4, n_classes=[3, 2])
+    >>> [out.shape for out in net(torch.randn(5, 6))]         # per task: (batch, M, classes)
+    [torch.Size([5, 4, 3]), torch.Size([5, 4, 2])]
     """
 
     def __init__(self, trunk_factory, n_particles, n_classes, input_shape=None,
@@ -237,13 +263,31 @@ class MultiTaskParticleNet(nn.Module):
 
 
 def flatten_particles(params):
-    """Stacked parameters (each (M, ...)) -> one (M, d) matrix, one row per particle."""
+    """Stacked parameters (each (M, ...)) -> one (M, d) matrix, one row per particle.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from sklmoo.nn import flatten_particles
+    >>> flatten_particles([torch.zeros(4, 2, 3), torch.zeros(4, 5)]).shape
+    torch.Size([4, 11])
+    """
     m = params[0].shape[0]
     return torch.cat([p.reshape(m, -1) for p in params], dim=1)
 
 
 def unflatten_like(flat, params):
-    """Split an (M, d) matrix back into tensors shaped like ``params``."""
+    """Split an (M, d) matrix back into tensors shaped like ``params``.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from sklmoo.nn import flatten_particles, unflatten_like
+    >>> params = [torch.randn(4, 2, 3), torch.randn(4, 5)]
+    >>> back = unflatten_like(flatten_particles(params), params)
+    >>> all(torch.equal(a, b) for a, b in zip(back, params))
+    True
+    """
     out, start = [], 0
     for p in params:
         size = p[0].numel()

@@ -43,6 +43,16 @@ def function_space_terms(outputs, params, bandwidth="median", smooth_drive=True)
     Returns
     -------
     SteinKernelTerms with ``repulsive`` of shape (M, d), d the flattened size of ``params``.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from sklmoo.nn import StackedModules, function_space_terms
+    >>> net = StackedModules([torch.nn.Linear(3, 2) for _ in range(4)])
+    >>> out = net(torch.randn(10, 3))                         # (M, batch, 2), on the graph
+    >>> terms = function_space_terms(out, net.member_parameters())
+    >>> terms.matrix.shape, terms.repulsive.shape             # 8 parameters per particle
+    (torch.Size([4, 4]), torch.Size([4, 8]))
     """
     m = outputs.shape[0]
     flat = outputs.reshape(m, -1)

@@ -23,6 +23,14 @@ def make_update_rules(method, kernel, repulsion, head_repulsion, head_kernel=Non
     * ``'mgda'``: trunk by per-particle MGDA, heads by plain gradient (independent particles);
     * ``'linear'``: trunk by the mean task gradient, heads by plain gradient (an independent
       ensemble).
+
+    Examples
+    --------
+    >>> from sklmoo.nn import make_update_rules
+    >>> from sklmoo.samplers import RBFKernel
+    >>> trunk, head = make_update_rules("mtsgd", RBFKernel(), 1e-3, 1e-2)
+    >>> type(trunk).__name__, type(head).__name__
+    ('MTSGD', 'SVGD')
     """
     head_kernel = kernel if head_kernel is None else head_kernel
     if method == "mtsgd":
@@ -66,7 +74,18 @@ class FunctionSpace:
     """Network outputs for function-space kernels in :func:`multitask_particle_step`:
     ``features`` (M, batch, n_features) from the trunks and ``logits`` (one (batch, M, C_t)
     tensor per task), attached to the graph; the rules' kernels must then be
-    :class:`~sklmoo.samplers.PrecomputedKernel` objects."""
+    :class:`~sklmoo.samplers.PrecomputedKernel` objects.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from sklmoo.nn import FunctionSpace, MLPTrunk, MultiTaskParticleNet, member_factory
+    >>> net = MultiTaskParticleNet(member_factory(MLPTrunk, n_features=4, hidden_units=(8,)),
+    ...                            n_particles=3, n_classes=[2])
+    >>> fs = FunctionSpace(*net.forward_with_features(torch.randn(16, 4)))
+    >>> fs.features.shape, fs.logits[0].shape
+    (torch.Size([3, 16, 8]), torch.Size([16, 3, 2]))
+    """
 
     features: torch.Tensor
     logits: Sequence[torch.Tensor]
@@ -78,7 +97,15 @@ class FunctionSpace:
 class StepInfo:
     """What one particle step computed: the trunk rule's task weights ((T,) or (M, T), zero
     for tasks left out) and the repulsion / drive norm ratios of the trunk and of the heads
-    (mean over tasks; None for rules without repulsion)."""
+    (mean over tasks; None for rules without repulsion).
+
+    Examples
+    --------
+    >>> import torch
+    >>> from sklmoo.nn import StepInfo
+    >>> StepInfo(torch.tensor([0.25, 0.75])).trunk_repulsion_ratio is None   # e.g. 'linear'
+    True
+    """
 
     weights: torch.Tensor
     trunk_repulsion_ratio: Optional[float] = None
@@ -109,6 +136,23 @@ def multitask_particle_step(net, task_losses, trunk_rule, head_rule, function_sp
     The score of task t is :math:`-\\nabla` of the mean loss, i.e. :math:`\\nabla\\log p_t / N`
     for :math:`\\log p_t = -N\\,\\text{mean loss}`: the rules' repulsion coefficients therefore
     act as a temperature relative to 1/N.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from sklmoo.nn import MLPTrunk, MultiTaskParticleNet, make_update_rules, member_factory
+    >>> from sklmoo.nn import multitask_particle_step
+    >>> from sklmoo.samplers import RBFKernel
+    >>> net = MultiTaskParticleNet(member_factory(MLPTrunk, n_features=4, hidden_units=(8,)),
+    ...                            n_particles=3, n_classes=[2, 2])
+    >>> X, y = torch.randn(16, 4), torch.randint(0, 2, (16, 2))
+    >>> losses = [torch.nn.functional.cross_entropy(out.transpose(1, 2),
+    ...                                             y[:, t, None].expand(-1, 3))
+    ...           * 3 for t, out in enumerate(net(X))]    # summed over the 3 particles
+    >>> info = multitask_particle_step(net, losses, *make_update_rules("mtsgd", RBFKernel(),
+    ...                                                                 1e-3, 1e-2))
+    >>> info.weights.shape, net.heads[0].weight.grad.shape  # any torch optimiser can now step
+    (torch.Size([2]), torch.Size([3, 2, 8]))
     """
     trunk_params = net.trunk.member_parameters()
     active = [t for t, loss in enumerate(task_losses) if loss is not None]

@@ -17,6 +17,14 @@ def pairwise_sq_dists(x):
     """Squared Euclidean distances between the rows of ``x`` (M, d) -> (M, M).
 
     Uses the Gram-matrix expansion so memory stays O(M^2 + M d) for network-sized particles.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from sklmoo.samplers import pairwise_sq_dists
+    >>> pairwise_sq_dists(torch.tensor([[0.0, 0.0], [3.0, 4.0]]))
+    tensor([[ 0., 25.],
+            [25.,  0.]])
     """
     sq_norms = (x * x).sum(dim=1)
     gram = x @ x.T
@@ -42,6 +50,15 @@ class SteinKernelTerms:
     trace_sum : 0-d Tensor or None
         :math:`\sum_{a,b} \mathrm{tr}\,\partial^2 k(\theta_a, \theta_b) / \partial\theta_a
         \partial\theta_b`; None when not requested (only the MT-SGD Gram matrix needs it).
+
+    Examples
+    --------
+    >>> import torch
+    >>> from sklmoo.samplers import RBFKernel
+    >>> x = torch.randn(4, 3)
+    >>> terms = RBFKernel().stein_terms(x, scores=-x)   # what SVGD / MT-SGD read
+    >>> terms.matrix.shape, terms.repulsive.shape
+    (torch.Size([4, 4]), torch.Size([4, 3]))
     """
 
     matrix: torch.Tensor

@@ -134,7 +134,17 @@ class MetaSampler(nn.Module):
 
 def meta_mlp(features, weights):
     """Evaluate the meta-MLP on features (..., n, 9) with weights that may carry the same
-    leading (chain) dims: ``x @ w + b`` with ReLU between layers -> (..., n, 2)."""
+    leading (chain) dims: ``x @ w + b`` with ReLU between layers -> (..., n, 2).
+
+    Examples
+    --------
+    >>> import torch
+    >>> from sklmoo.meta import load_default_meta_sampler
+    >>> from sklmoo.samplers import meta_mlp
+    >>> weights = load_default_meta_sampler().weights()
+    >>> meta_mlp(torch.zeros(4, 9), weights).shape        # (alpha, beta) per coordinate
+    torch.Size([4, 2])
+    """
     h = features
     for i, name in enumerate(_LAYERS):
         w, b = weights[f"{name}_w"], weights[f"{name}_b"]
@@ -155,14 +165,34 @@ def normalise_per_tensor(x, batch_dims):
 
 
 def l2e_features(grad, theta, momentum, grad_means, batch_dims=0):
-    """The 9 normalised per-coordinate features ``[g, theta, r, m_0.1, ..., m_0.9999]``."""
+    """The 9 normalised per-coordinate features ``[g, theta, r, m_0.1, ..., m_0.9999]``.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from sklmoo.samplers import l2e_features
+    >>> g, theta, r = torch.randn(5), torch.randn(5), torch.randn(5)
+    >>> feats = l2e_features(g, theta, r, torch.zeros(6, 5))
+    >>> feats.shape                                       # 9 features per coordinate
+    torch.Size([5, 9])
+    """
     x = torch.stack([grad, theta, momentum, *grad_means], dim=-1)
     return normalise_per_tensor(x, batch_dims)
 
 
 @dataclass
 class L2EState:
-    """State of an L2E chain: parameters, momentum, six running gradient means, step count."""
+    """State of an L2E chain: parameters, momentum, six running gradient means, step count.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from sklmoo.meta import load_default_meta_sampler
+    >>> from sklmoo.samplers import L2E
+    >>> state = L2E(load_default_meta_sampler(), n_data=100).init({"w": torch.zeros(3)})
+    >>> state.grad_means["w"].shape                       # one running mean per decay
+    torch.Size([6, 3])
+    """
 
     params: Any
     momentum: Any

@@ -17,7 +17,14 @@ METHODS = MULTI_TARGET_METHODS + ("svgd",)
 
 
 def make_direction_rule(method, kernel=None, repulsion=1.0):
-    """The direction rule object for a method name (see :data:`METHODS`)."""
+    """The direction rule object for a method name (see :data:`METHODS`).
+
+    Examples
+    --------
+    >>> from sklmoo.samplers import make_direction_rule
+    >>> type(make_direction_rule("mtsgd", repulsion=0.5)).__name__
+    'MTSGD'
+    """
     if method == "mtsgd":
         return MTSGD(kernel=kernel, repulsion=repulsion)
     if method == "svgd":
@@ -44,6 +51,14 @@ class SamplingResult:
         is the initial set.
     weights : list of Tensor
         The rule's target weights at the traced steps.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from sklmoo.samplers import sample_multi_target
+    >>> res = sample_multi_target([lambda t: -(t ** 2).sum(-1)], torch.randn(4, 2), n_steps=3)
+    >>> res.particles.shape
+    torch.Size([4, 2])
     """
 
     particles: torch.Tensor
@@ -55,6 +70,14 @@ def scores_of(log_probs, particles, return_log_probs=False):
     """Stack :math:`\\nabla_\\theta \\log p_k` of each callable at the particles -> (K, M, d).
 
     With ``return_log_probs=True`` also return the values :math:`\\log p_k` as (M, K).
+
+    Examples
+    --------
+    >>> import torch
+    >>> from sklmoo.samplers import scores_of
+    >>> x = torch.tensor([[1.0, 2.0]])
+    >>> scores_of([lambda t: -(t ** 2).sum(-1) / 2], x)   # grad log N(0, I) = -x
+    tensor([[[-1., -2.]]])
     """
     x = particles.detach().requires_grad_(True)
     grads, values = [], []

@@ -89,7 +89,16 @@ def add_thermal_noise(r, friction, eps, temperature, generator=None):
 
 @dataclass
 class SGHMCState:
-    """State of an SGHMC chain: parameters, momentum and step count."""
+    """State of an SGHMC chain: parameters, momentum and step count.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from sklmoo.samplers import SGHMC
+    >>> state = SGHMC(step_size=0.1, n_data=100).init({"w": torch.zeros(3)})
+    >>> state.momentum["w"], state.step
+    (tensor([0., 0., 0.]), 0)
+    """
 
     params: Any
     momentum: Any

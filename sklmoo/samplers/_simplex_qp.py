@@ -80,7 +80,15 @@ def _face_enumeration(gram):
 
 
 def project_to_simplex(v):
-    """Euclidean projection of the last axis of ``v`` onto the probability simplex."""
+    """Euclidean projection of the last axis of ``v`` onto the probability simplex.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from sklmoo.samplers import project_to_simplex
+    >>> project_to_simplex(torch.tensor([0.5, 0.9, -1.0]))
+    tensor([0.3000, 0.7000, 0.0000])
+    """
     k = v.shape[-1]
     u, _ = torch.sort(v, dim=-1, descending=True)
     css = u.cumsum(dim=-1) - 1.0

@@ -28,6 +28,15 @@ class DirectionInfo:
         The target weights: (K,) for MT-SGD / SVGD / linear, (M, K) for MOO-SVGD / MGDA.
     sigma2 : Tensor or None
         The squared kernel bandwidth used, None for kernel-free rules.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from sklmoo.samplers import MTSGD
+    >>> x = torch.randn(5, 2, dtype=torch.float64)
+    >>> phi, info = MTSGD().direction(x, torch.stack([-x, -(x - 2)]))
+    >>> info.weights.shape, float(info.weights.sum())             # the QP's task weights
+    (torch.Size([2]), 1.0)
     """
 
     gram: Optional[torch.Tensor]
@@ -99,6 +108,16 @@ def stein_gram(terms, scores, repulsion=1.0):
     -------
     gram : Tensor (K, K), symmetric PSD.
     kernel_scores : Tensor (K, M, d), :math:`\sum_b k_{ab} s_i(b)` (reused by the direction).
+
+    Examples
+    --------
+    >>> import torch
+    >>> from sklmoo.samplers import RBFKernel, stein_gram
+    >>> particles = torch.randn(6, 2, dtype=torch.float64)
+    >>> scores = torch.stack([-particles, -(particles - 1)])      # two Gaussian targets
+    >>> U, _ = stein_gram(RBFKernel().stein_terms(particles, scores=scores), scores)
+    >>> U.shape, bool(torch.allclose(U, U.T)), bool(torch.linalg.eigvalsh(U).min() > -1e-10)
+    (torch.Size([2, 2]), True, True)
     """
     m = scores.shape[1]
     kernel_scores = torch.einsum("ab,kbd->kad", terms.matrix, scores)
