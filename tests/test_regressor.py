@@ -4,7 +4,6 @@ uncertainty and interval coverage, bad input."""
 import pickle
 
 import numpy as np
-import pandas as pd
 import pytest
 import torch
 from sklearn.base import clone

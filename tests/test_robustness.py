@@ -5,7 +5,6 @@ import warnings
 
 import numpy as np
 import pytest
-import torch
 from sklearn.datasets import load_wine
 from sklearn.exceptions import ConvergenceWarning, NotFittedError
 from sklearn.model_selection import GridSearchCV, cross_val_score

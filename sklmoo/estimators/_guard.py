@@ -62,6 +62,17 @@ class SklmooNetMixin:
             self.input_shape_ = tuple(shape)
         return X
 
+    def _default_trunk_factory(self):
+        """A factory of the default network body for the data seen in fit: a LeNet-style CNN
+        for images (one sample of shape (C, H, W)), else an MLP; ``module__*`` go to it."""
+        from ..nn import LeNetTrunk, MLPTrunk, member_factory
+
+        shape, kwargs = self.input_shape_, self.get_params_for("module")
+        if len(shape) == 3:
+            return member_factory(LeNetTrunk, in_channels=shape[0], height=shape[1],
+                                  width=shape[2], **kwargs)
+        return member_factory(MLPTrunk, n_features=int(np.prod(shape)), **kwargs)
+
     def initialize_criterion(self):
         """Per-sample losses: each member's loss is its own mean over the batch, and missing
         labels can be masked."""

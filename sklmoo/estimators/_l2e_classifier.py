@@ -18,7 +18,7 @@ from skorch.utils import to_tensor
 
 from ..diagnostics import function_space_diagnostics
 from ..metrics import entropy_decomposition
-from ..nn import ChainEnsemble, LeNetTrunk, MLPTrunk, TrunkClassifier, member_factory
+from ..nn import ChainEnsemble, TrunkClassifier, member_factory
 from ..samplers import SGMCMC_SAMPLERS, MetaSampler, SamplerOptimizer, make_sgmcmc
 from ._guard import SklmooNetMixin
 
@@ -337,13 +337,10 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
         kwargs = self.get_params_for("module")
         shape, n_classes = self.input_shape_, len(self.classes_)
         if self.module is None:
-            if len(shape) == 3:
-                def make():
-                    return TrunkClassifier(LeNetTrunk(in_channels=shape[0], height=shape[1],
-                                                      width=shape[2], **kwargs), n_classes)
-            else:
-                def make():
-                    return TrunkClassifier(MLPTrunk(int(np.prod(shape)), **kwargs), n_classes)
+            trunk = self._default_trunk_factory()
+
+            def make():
+                return TrunkClassifier(trunk(), n_classes)
         else:
             make = member_factory(self.module, **kwargs)
         with torch.random.fork_rng(devices=[]):

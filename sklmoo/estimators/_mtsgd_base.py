@@ -15,8 +15,8 @@ from skorch import NeuralNet
 from skorch.dataset import unpack_data
 from skorch.utils import to_numpy, to_tensor
 
-from ..nn import (METHODS, FunctionSpace, LeNetTrunk, MLPTrunk, MultiTaskParticleNet,
-                  make_update_rules, member_factory, multitask_particle_step)
+from ..nn import (METHODS, FunctionSpace, MultiTaskParticleNet, make_update_rules,
+                  member_factory, multitask_particle_step)
 from ..samplers import LinearScalarization, PrecomputedKernel, RBFKernel
 from ._guard import SklmooNetMixin
 
@@ -150,16 +150,11 @@ class MTSGDNetBase(SklmooNetMixin, NeuralNet):
         if not hasattr(self, "n_tasks_"):
             raise NotFittedError("the network is sized from the data: call fit")
         self.fitted_ = False          # new weights: whatever was fitted before is gone
-        kwargs = self.get_params_for("module")
         shape = self.input_shape_
         if self.module is None:
-            if len(shape) == 3:
-                factory = member_factory(LeNetTrunk, in_channels=shape[0], height=shape[1],
-                                         width=shape[2], **kwargs)
-            else:
-                factory = member_factory(MLPTrunk, n_features=int(np.prod(shape)), **kwargs)
+            factory = self._default_trunk_factory()
         else:
-            factory = member_factory(self.module, **kwargs)
+            factory = member_factory(self.module, **self.get_params_for("module"))
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(self.seed_)
             self.module_ = MultiTaskParticleNet(factory, self.n_particles, self._head_widths(),
