@@ -215,3 +215,25 @@ def test_divergence_and_incompatible_continuation(linnerud):
     assert len(reg.history) == 10
     with pytest.raises(ValueError, match="heteroscedastic"):
         _small(heteroscedastic="yes").fit(X, y)
+
+
+class _Trunk(torch.nn.Module):
+    def __init__(self, width=6):
+        super().__init__()
+        self.body = torch.nn.Sequential(torch.nn.Linear(3, width), torch.nn.Tanh())
+        self.n_features_out = width
+
+    def forward(self, x):
+        return self.body(x)
+
+
+def test_user_trunk_module_and_its_parameters(linnerud):
+    X, y = linnerud
+    reg = MTSGDRegressor(_Trunk, module__width=5, n_particles=2, max_epochs=2,
+                         random_state=0).fit(X, y)
+    assert reg.module_.n_features_out == 5
+    assert reg.predict(X[:4]).shape == (4, 3)
+    reg.set_params(module__width=7)                        # re-initialised: not fitted
+    with pytest.raises(NotFittedError):
+        reg.predict(X[:4])
+    assert reg.fit(X, y).module_.n_features_out == 7
