@@ -6,8 +6,9 @@ a quiet machine. Writes ``docs/benchmarks/meta_dask.md``.
 Seconds per outer step (the shipped meta-sampler's settings: 4 antithetic pairs = 8 chains, 400
 inner steps, batch 128) for: one process with all 8 chains batched in one vectorised call (the
 default), one process running the 4 pairs one after the other (the unit of distributed work),
-and a local ``dask.distributed`` cluster of 1 and 2 single-threaded worker processes (one pair
-per job). Every configuration runs the same outer steps (same seed) and is timed in this one
+and a local ``dask.distributed`` cluster of 2 single-threaded worker processes (one pair per
+job), with the environment Dask's nanny gives its workers (``MALLOC_TRIM_THRESHOLD_=65536``) and
+with that variable unset (glibc's default, adaptive thresholds). Every configuration runs the same outer steps (same seed) and is timed in this one
 process, interleaved, so that the ratios are comparable on a noisy machine; all produce the
 same meta-parameters up to float rounding (tests/test_scale_out.py).
 """
@@ -30,24 +31,60 @@ def _one_thread():
     torch.set_num_threads(1)
 
 
+def _timed_job(args):
+    """Seconds one job (one pair) takes where it runs."""
+    from sklmoo.meta._train import chain_group_losses
+
+    start = time.perf_counter()
+    chain_group_losses(*args)
+    return time.perf_counter() - start
+
+
+def _job_times(clusters):
+    """One pair's inner run timed inside the process that runs it: here, and on a worker with
+    and without the nanny's trim threshold (3 repeats each after one warm-up, interleaved)."""
+    from sklmoo.meta import MetaTrainer
+
+    trainer = MetaTrainer(inner_steps=INNER, n_pairs=1, seed=0)
+    task = trainer.tasks.sample(np.random.default_rng(0))
+    args = (task, trainer.phi.detach()[None].repeat(2, 1), [1, 2], 3, 4, dict(trainer.config))
+    runners = {"this process": lambda: _timed_job(args)}
+    for trim, (_, client) in clusters.items():
+        runners[f"worker, MALLOC_TRIM_THRESHOLD_={trim or 'unset'}"] = (
+            lambda c=client: c.submit(_timed_job, args, pure=False).result())
+    times = {name: [] for name in runners}
+    for name, run in runners.items():
+        run()
+    for _ in range(3):
+        for name, run in runners.items():
+            times[name].append(run())
+    return {name: float(np.median(t)) for name, t in times.items()}
+
+
 def main():
     from distributed import Client, LocalCluster
 
     from sklmoo._io import atomic_write_text
     from sklmoo.meta import MetaTrainer
 
+    import dask
+
     torch.set_num_threads(1)
     clusters = {}
-    for workers in (1, 2):
-        cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
-                               dashboard_address=None, silence_logs=40)
+    for trim in ("65536", None):                          # Dask's nanny default, and unset
+        with dask.config.set({"distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_":
+                              trim}):
+            cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                   dashboard_address=None, silence_logs=40)
         client = Client(cluster)
         client.run(_one_thread)
-        clusters[workers] = (cluster, client)
+        clusters[trim] = (cluster, client)
     configs = {"1 process, 8 chains batched (default)": dict(),
                "1 process, 1 pair at a time": dict(pairs_per_job=1),
-               "Dask, 1 worker, 1 pair per job": dict(client=clusters[1][1]),
-               "Dask, 2 workers, 1 pair per job": dict(client=clusters[2][1])}
+               "Dask, 2 workers, 1 pair per job, nanny's MALLOC_TRIM_THRESHOLD_=65536":
+                   dict(client=clusters["65536"][1]),
+               "Dask, 2 workers, 1 pair per job, MALLOC_TRIM_THRESHOLD_ unset":
+                   dict(client=clusters[None][1])}
     times = {name: [] for name in configs}
     phis = {}
     for _ in range(REPEATS):
@@ -59,6 +96,7 @@ def main():
                 trainer.outer_step()
             times[name].append((time.perf_counter() - start) / STEPS)
             phis[name] = trainer.phi.detach()
+    jobs = _job_times(clusters)
     for cluster, client in clusters.values():
         client.close()
         cluster.close()
@@ -74,6 +112,12 @@ def main():
         t = float(np.median(ts))
         diff = float((phis[name] - phis[base]).abs().max())
         lines.append(f"| {name} | {t:.2f} | {ref / t:.2f}x | {diff:.1e} |")
+    lines += ["", "One pair's inner run, timed inside the process that runs it (median of 3, "
+              "the other worker idle):", "", "| where | seconds per pair | ratio |",
+              "|---|---|---|"]
+    here = jobs["this process"]
+    for name, t in jobs.items():
+        lines.append(f"| {name} | {t:.2f} | {t / here:.2f}x |")
     text = "\n".join(lines) + "\n"
     atomic_write_text(ROOT / "docs" / "benchmarks" / f"meta_dask{'_quick' if QUICK else ''}.md",
                       text)
