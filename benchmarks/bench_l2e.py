@@ -109,7 +109,11 @@ def main():
               "baseline."]
     curve = np.array(meta.card["meta_loss_curve"], dtype=float)
     lines += ["", f"Shipped meta-sampler: {meta.card['outer_steps']} outer steps; command "
-              f"`{meta.card.get('command', '?')}`."]
+              f"`{meta.card.get('command', '?')}`. It was trained before meta-training gave "
+              "every chain its own noise stream and seeded each step's initialisation and "
+              "mini-batches (so that Dask workers reproduce a local run, commit 33b64fb): the "
+              "same command now trains a different draw of the same procedure, not this exact "
+              "file."]
     (ROOT / "docs" / "benchmarks" / "l2e.md").write_text("\n".join(lines) + "\n")
     fig, ax = plt.subplots(figsize=(6, 3.6))
     ax.plot(curve[:, 0], curve[:, 1], alpha=0.35, label="per outer step (random task)")
