@@ -34,18 +34,23 @@ grid = np.linspace(-6, 6, 400)[:, None]
 mean, std = reg.predict(grid, return_std=True)
 parts = reg.predict_uncertainty(grid)
 
-fig, ax = plt.subplots(figsize=(8, 4))
+fig, (ax, parts_ax) = plt.subplots(2, 1, figsize=(8, 6), sharex=True,
+                                   gridspec_kw={"height_ratios": [2, 1]})
 ax.fill_between(grid[:, 0], mean - 1.645 * std, mean + 1.645 * std, alpha=0.25,
                 label="90 % predictive interval")
 ax.plot(grid[:, 0], reg.predict_members(grid).T, color="tab:gray", lw=0.8, alpha=0.7)
-ax.plot(grid[:, 0], mean, color="tab:blue", label="ensemble mean")
+ax.plot(grid[:, 0], mean, color="tab:blue", label="ensemble mean (particles in grey)")
 ax.scatter(x[:, 0], y, s=8, color="black", label="training data")
-ax.plot(grid[:, 0], np.sqrt(parts["epistemic"]) - 2.5, color="tab:red",
-        label="epistemic std (shifted by -2.5)")
-ax.plot(grid[:, 0], np.sqrt(parts["aleatoric"]) - 2.5, color="tab:green",
-        label="aleatoric std (shifted by -2.5)")
-ax.set(xlabel="x", ylabel="y", ylim=(-2.7, 2.5))
-ax.legend(loc="upper left", fontsize="small", ncol=2)
+ax.set(ylabel="y")
+ax.legend(loc="upper left", fontsize="small")
+parts_ax.plot(grid[:, 0], np.sqrt(parts["epistemic"]), color="tab:red",
+              label="epistemic std (particles disagree)")
+parts_ax.plot(grid[:, 0], np.sqrt(parts["aleatoric"]), color="tab:green",
+              label="aleatoric std (learned noise)")
+for lo, hi in ((-3, -1), (1, 3)):
+    parts_ax.axvspan(lo, hi, color="black", alpha=0.07)
+parts_ax.set(xlabel="x (shaded: training inputs)", ylabel="std")
+parts_ax.legend(loc="upper center", fontsize="small")
 fig.tight_layout()
 
 # %%
