@@ -1,4 +1,5 @@
-"""Property-based tests (hypothesis) of the metrics and of the estimators' label handling."""
+"""Property-based tests (hypothesis) of the classification and regression metrics and of the
+estimators' label handling."""
 
 import warnings
 
@@ -10,8 +11,8 @@ from hypothesis.extra.numpy import arrays
 
 from sklmoo.estimators._targets import decode_predictions, encode_targets
 from sklmoo.metrics import (brier_score, classwise_calibration_error, entropy_decomposition,
-                            expected_calibration_error, negative_log_likelihood,
-                            pairwise_kl_diversity)
+                            expected_calibration_error, gaussian_nll, interval_coverage,
+                            miscalibration_area, negative_log_likelihood, pairwise_kl_diversity)
 
 METRICS = {
     "ece_uniform": lambda y, p, **kw: expected_calibration_error(y, p, n_bins=5, **kw),
@@ -213,3 +214,50 @@ def test_l2e_classifier_labels(labels, sampler):
     assert proba.shape == (len(y), n_classes)
     np.testing.assert_allclose(proba.sum(1), 1, rtol=1e-6)
     assert 0 <= clf.score(X, np.where(y == y[0], "never-seen", y)) <= 1
+
+
+# -- regression metrics ----------------------------------------------------------------------
+REGRESSION_METRICS = {
+    "gaussian_nll": gaussian_nll,
+    "coverage": interval_coverage,
+    "coverage_50": lambda *a, **kw: interval_coverage(*a, level=0.5, **kw),
+    "miscalibration_area": lambda *a, **kw: miscalibration_area(*a, n_levels=11, **kw),
+}
+
+
+@st.composite
+def gaussian_predictions(draw, min_n=2, max_n=30):
+    n = draw(st.integers(min_n, max_n))
+    finite = st.floats(-50, 50, allow_nan=False)
+    y = draw(arrays(np.float64, n, elements=finite))
+    mean = draw(arrays(np.float64, n, elements=finite))
+    std = draw(arrays(np.float64, n, elements=st.floats(0.01, 20)))
+    return y, mean, std
+
+
+@pytest.mark.parametrize("name", list(REGRESSION_METRICS))
+@given(gaussian_predictions(), st.randoms(use_true_random=False), st.data())
+@settings(max_examples=40, suppress_health_check=[HealthCheck.function_scoped_fixture])
+def test_regression_metrics_bounds_permutation_weights_and_missing(name, problem, rnd, data):
+    metric = REGRESSION_METRICS[name]
+    y, mean, std = problem
+    value = metric(y, mean, std)
+    assert np.isfinite(value)
+    if name != "gaussian_nll":
+        assert 0.0 <= value <= 1.0
+    order = list(range(len(y)))
+    rnd.shuffle(order)
+    assert metric(y[order], mean[order], std[order]) == pytest.approx(value, rel=1e-10,
+                                                                      abs=1e-12)
+    # an integer weight is a repetition, a zero weight an absence, a NaN target an absence
+    counts = np.array(data.draw(st.lists(st.integers(0, 3), min_size=len(y),
+                                         max_size=len(y))))
+    assume(counts.sum() > 0)
+    rep = np.repeat(np.arange(len(y)), counts)
+    expected = metric(y[rep], mean[rep], std[rep])
+    assert metric(y, mean, std, sample_weight=counts.astype(float)) == pytest.approx(
+        expected, rel=1e-9, abs=1e-12)
+    kept = counts > 0
+    y_missing = np.where(kept, y, np.nan)
+    assert metric(y_missing, mean, std) == pytest.approx(
+        metric(y[kept], mean[kept], std[kept]), rel=1e-9, abs=1e-12)
