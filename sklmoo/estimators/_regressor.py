@@ -3,62 +3,19 @@
 from fnmatch import fnmatch
 
 import numpy as np
-import pandas as pd
 import torch
 from sklearn.base import RegressorMixin
 from sklearn.metrics import r2_score
 
 from ..nn import StackedGaussianHead
 from ._mtsgd_base import MTSGDNetBase
+from ._targets import regression_targets
 
 
 #: the noise scales learn this many times faster than the rest of the network (see the class
 #: docstring); names of their parameters in the module
 NOISE_LR_FACTOR = 10.0
 _NOISE_PARAMS = ("heads.*.raw_scale", "heads.*.scale.*")
-
-
-def regression_targets(y, n_samples):
-    """Validate a regression target -> (float64 array (n, T) with NaN = missing, single_output,
-    output names)."""
-    single = False
-    if isinstance(y, pd.Series):
-        names, y, single = [str(y.name) if y.name is not None else "output_0"], y.to_frame(), True
-    elif isinstance(y, pd.DataFrame):
-        names = [str(c) for c in y.columns]
-    else:
-        names = None
-    arr = y.to_numpy() if hasattr(y, "to_numpy") else np.asarray(y)
-    if arr.ndim == 1:
-        arr, single = arr.reshape(-1, 1), True
-    if arr.ndim != 2:
-        raise ValueError(f"y must be 1-D (n_samples,) or 2-D (n_samples, n_outputs), got shape "
-                         f"{arr.shape}")
-    if arr.shape[0] != n_samples:
-        raise ValueError(f"X has {n_samples} samples but y has {arr.shape[0]}")
-    if arr.shape[1] < 1:
-        raise ValueError("y has no output column")
-    if arr.dtype.kind not in "fiub":
-        try:
-            arr = arr.astype(np.float64)
-        except (TypeError, ValueError):
-            raise ValueError(f"y must be numeric, got dtype {arr.dtype}; for class labels use "
-                             "a classifier") from None
-    arr = arr.astype(np.float64)
-    names = names or [f"output_{t}" for t in range(arr.shape[1])]
-    if np.isinf(arr).any():
-        bad = [names[t] for t in np.flatnonzero(np.isinf(arr).any(axis=0))]
-        raise ValueError(f"y contains inf in output(s) {bad}; NaN marks a missing target")
-    for t, name in enumerate(names):
-        values = arr[~np.isnan(arr[:, t]), t]
-        if len(values) < 2:
-            raise ValueError(f"output {name!r} has {len(values)} sample(s) with a value "
-                             f"(n_samples = {n_samples}); every output needs at least two")
-        if np.ptp(values) == 0:
-            raise ValueError(f"output {name!r} is constant ({values[0]!r}) on its "
-                             f"{len(values)} observed samples: there is nothing to learn; drop "
-                             "the column")
-    return arr, single, names
 
 
 class MTSGDRegressor(RegressorMixin, MTSGDNetBase):
@@ -250,6 +207,12 @@ class MTSGDRegressor(RegressorMixin, MTSGDNetBase):
     def _shaped(self, a):
         return a[..., 0] if self.single_task_ else a
 
+    @staticmethod
+    def _variance_parts(means, stds):
+        """(aleatoric, epistemic) variance of the ensemble from the particles' moments: their
+        mean noise variance and the variance of their means (law of total variance)."""
+        return (stds ** 2).mean(axis=0), means.var(axis=0)
+
     def predict(self, X, return_std=False):
         """Ensemble mean, shaped like ``y`` ((n_samples,) or (n_samples, n_outputs)).
 
@@ -269,8 +232,8 @@ class MTSGDRegressor(RegressorMixin, MTSGDNetBase):
         mean = means.mean(axis=0)
         if not return_std:
             return self._shaped(mean)
-        std = np.sqrt((stds ** 2).mean(axis=0) + means.var(axis=0))
-        return self._shaped(mean), self._shaped(std)
+        aleatoric, epistemic = self._variance_parts(means, stds)
+        return self._shaped(mean), self._shaped(np.sqrt(aleatoric + epistemic))
 
     @property
     def predict_proba(self):
@@ -295,8 +258,7 @@ class MTSGDRegressor(RegressorMixin, MTSGDNetBase):
         total = aleatoric (the particles' mean noise variance) + epistemic (the variance of the
         particles' means), the law of total variance over the ensemble.
         """
-        means, stds = self._member_moments(X)
-        aleatoric, epistemic = (stds ** 2).mean(axis=0), means.var(axis=0)
+        aleatoric, epistemic = self._variance_parts(*self._member_moments(X))
         return {"total": self._shaped(aleatoric + epistemic),
                 "aleatoric": self._shaped(aleatoric), "epistemic": self._shaped(epistemic)}
 

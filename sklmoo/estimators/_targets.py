@@ -1,4 +1,5 @@
-"""Validation and per-task label encoding of multi-task targets."""
+"""Validation of targets: per-task label encoding for the classifiers, per-output values for
+the regressor."""
 
 import numpy as np
 import pandas as pd
@@ -116,3 +117,46 @@ def decode_predictions(codes, classes):
     for t, c in enumerate(cols):
         out[:, t] = c
     return out
+
+
+def regression_targets(y, n_samples):
+    """Validate a regression target -> (float64 array (n, T) with NaN = missing, single_output,
+    output names)."""
+    single = False
+    if isinstance(y, pd.Series):
+        names, y, single = [str(y.name) if y.name is not None else "output_0"], y.to_frame(), True
+    elif isinstance(y, pd.DataFrame):
+        names = [str(c) for c in y.columns]
+    else:
+        names = None
+    arr = y.to_numpy() if hasattr(y, "to_numpy") else np.asarray(y)
+    if arr.ndim == 1:
+        arr, single = arr.reshape(-1, 1), True
+    if arr.ndim != 2:
+        raise ValueError(f"y must be 1-D (n_samples,) or 2-D (n_samples, n_outputs), got shape "
+                         f"{arr.shape}")
+    if arr.shape[0] != n_samples:
+        raise ValueError(f"X has {n_samples} samples but y has {arr.shape[0]}")
+    if arr.shape[1] < 1:
+        raise ValueError("y has no output column")
+    if arr.dtype.kind not in "fiub":
+        try:
+            arr = arr.astype(np.float64)
+        except (TypeError, ValueError):
+            raise ValueError(f"y must be numeric, got dtype {arr.dtype}; for class labels use "
+                             "a classifier") from None
+    arr = arr.astype(np.float64)
+    names = names or [f"output_{t}" for t in range(arr.shape[1])]
+    if np.isinf(arr).any():
+        bad = [names[t] for t in np.flatnonzero(np.isinf(arr).any(axis=0))]
+        raise ValueError(f"y contains inf in output(s) {bad}; NaN marks a missing target")
+    for t, name in enumerate(names):
+        values = arr[~np.isnan(arr[:, t]), t]
+        if len(values) < 2:
+            raise ValueError(f"output {name!r} has {len(values)} sample(s) with a value "
+                             f"(n_samples = {n_samples}); every output needs at least two")
+        if np.ptp(values) == 0:
+            raise ValueError(f"output {name!r} is constant ({values[0]!r}) on its "
+                             f"{len(values)} observed samples: there is nothing to learn; drop "
+                             "the column")
+    return arr, single, names
