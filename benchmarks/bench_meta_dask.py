@@ -47,7 +47,8 @@ def _job_times(clusters):
 
     trainer = MetaTrainer(inner_steps=INNER, n_pairs=1, seed=0)
     task = trainer.tasks.sample(np.random.default_rng(0))
-    args = (task, trainer.phi.detach()[None].repeat(2, 1), [1, 2], 3, 4, dict(trainer.config))
+    weights = trainer.meta.unflatten(trainer.phi.detach()[None].repeat(2, 1))
+    args = (task, weights, [1, 2], 3, 4, dict(trainer.config))
     runners = {"this process": lambda: _timed_job(args)}
     for trim, (_, client) in clusters.items():
         runners[f"worker, MALLOC_TRIM_THRESHOLD_={trim or 'unset'}"] = (

@@ -66,22 +66,19 @@ def warm_start(meta, kappa_momentum=5.0, kappa_gradient=20.0, n_iter=400, seed=0
     return meta
 
 
-def chain_group_losses(task, phi_rows, chain_seeds, init_seed, batch_seed, config):
-    """Meta-losses of the chains with meta-parameters ``phi_rows`` (k, dim) on ``task``: one
-    unit of an outer step's work, run in this process or on a Dask worker.
+def chain_group_losses(task, weights, chain_seeds, init_seed, batch_seed, config):
+    """Meta-losses of the chains with meta-parameters ``weights`` (a weights dict whose tensors
+    have one leading row per chain, :meth:`MetaSampler.unflatten`) on ``task``: one unit of an
+    outer step's work, run in this process or on a Dask worker.
 
     Every chain draws its sampler noise from its own seed, the network initialisation and the
     mini-batch order come from seeds shared by the outer step: a chain's loss therefore does
     not depend on which chains are batched with it (up to float rounding), so the meta-sampler
     is the same however the pairs are split over workers.
     """
-    from ..samplers import MetaSampler as _Meta
-
-    with torch.random.fork_rng(devices=[]):
-        weights = _Meta().unflatten(phi_rows)
     sampler = make_l2e(weights, task, config["step_size"], config["temperature"])
     noise = [torch.Generator().manual_seed(int(s)) for s in chain_seeds]
-    logp = run_chains(task, sampler, len(phi_rows), config["inner_steps"],
+    logp = run_chains(task, sampler, len(chain_seeds), config["inner_steps"],
                       batch_size=config["batch_size"], n_samples=config["n_samples"],
                       generator=torch.Generator().manual_seed(int(batch_seed)),
                       noise_generators=noise, init_seed=init_seed)
@@ -171,8 +168,9 @@ class MetaTrainer:
         for start in range(0, n_pairs, per_job):
             pairs = list(range(start, min(start + per_job, n_pairs)))
             rows = pairs + [n_pairs + i for i in pairs]
-            jobs.append((rows, (task, batch_phi[rows].detach().clone(),
-                                chain_seeds[rows].tolist(), init_seed, batch_seed, dict(cfg))))
+            weights = self.meta.unflatten(batch_phi[rows].detach().clone())
+            jobs.append((rows, (task, weights, chain_seeds[rows].tolist(), init_seed,
+                                batch_seed, dict(cfg))))
         if self.client is None:
             results = [chain_group_losses(*args) for _, args in jobs]
         else:
