@@ -1,6 +1,8 @@
 """Calibration metrics for Gaussian predictive distributions (regression), their scorers and the
 expected-vs-observed coverage display."""
 
+import warnings
+
 import numpy as np
 from scipy.special import ndtri
 
@@ -67,7 +69,6 @@ def _per_output(func, y_true, y_mean, y_std, sample_weight, multioutput):
     outputs, multi = regression_outputs(y_true, y_mean, y_std, sample_weight)
     values = [np.nan if o is None else func(*o) for o in outputs]
     if multi and any(o is None for o in outputs):
-        import warnings
         missing = [t for t, o in enumerate(outputs) if o is None]
         warnings.warn(f"output(s) {missing} have no observed value: left out of the average "
                       "(NaN in raw_values)", UserWarning, stacklevel=3)
@@ -161,10 +162,11 @@ def _abs_area(x, d):
 
 def coverage_curve(y, mean, std, sample_weight=None, n_levels=100):
     """Expected (``np.linspace(0, 1, n_levels)``) and observed proportions of ``y`` inside the
-    central intervals of N(mean, std^2) at those levels, for one output."""
+    central intervals of N(mean, std^2) at those levels, and the area between the two curves,
+    for one output."""
     expected = np.linspace(0.0, 1.0, int(n_levels))
     observed = np.average(_inside(y, mean, std, expected), axis=0, weights=sample_weight)
-    return expected, observed
+    return expected, observed, _abs_area(expected, observed - expected)
 
 
 def miscalibration_area(y_true, y_mean, y_std, *, n_levels=100, sample_weight=None,
@@ -204,7 +206,5 @@ def miscalibration_area(y_true, y_mean, y_std, *, n_levels=100, sample_weight=No
     if isinstance(n_levels, bool) or not isinstance(n_levels, (int, np.integer)) or n_levels < 2:
         raise ValueError(f"n_levels must be an integer >= 2, got {n_levels!r}")
 
-    def area(y, m, s, w):
-        expected, observed = coverage_curve(y, m, s, w, n_levels)
-        return _abs_area(expected, observed - expected)
-    return _per_output(area, y_true, y_mean, y_std, sample_weight, multioutput)
+    return _per_output(lambda y, m, s, w: coverage_curve(y, m, s, w, n_levels)[2],
+                       y_true, y_mean, y_std, sample_weight, multioutput)

@@ -3,7 +3,7 @@ Display pattern."""
 
 import numpy as np
 
-from ._regression import _abs_area, coverage_curve, regression_outputs
+from ._regression import coverage_curve, regression_outputs
 
 
 class RegressionCalibrationDisplay:
@@ -105,9 +105,9 @@ class RegressionCalibrationDisplay:
             raise ValueError("every output needs observed values to draw its curve")
         observed, areas = [], []
         for y, m, s, w in outputs:
-            expected, obs = coverage_curve(y, m, s, w, n_levels)
+            expected, obs, area = coverage_curve(y, m, s, w, n_levels)
             observed.append(obs)
-            areas.append(_abs_area(expected, obs - expected))
+            areas.append(area)
         if output_names is None:
             output_names = (list(map(str, y_true.columns)) if hasattr(y_true, "columns")
                             else [f"output {t}" for t in range(len(outputs))])
