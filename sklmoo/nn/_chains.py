@@ -72,10 +72,24 @@ class SampleStore(nn.Module):
     @torch.no_grad()
     def append(self, tensors):
         """Add one draw: ``tensors`` maps every name to a (n_chains, ...) tensor."""
+        new = {}
         for name in self.names:
-            new = tensors[name].detach().to("cpu", self.dtype).unsqueeze(0)
+            # copy=True: for CPU tensors already in the storage dtype ``.to`` would return the
+            # live tensor itself, and the stored draw would follow the chain as it moves on
+            value = tensors[name].detach().to("cpu", self.dtype, copy=True)
+            if value.is_floating_point():
+                finite = torch.isfinite(value)
+                if not finite.all() and torch.isfinite(tensors[name].detach()).all():
+                    limit = torch.finfo(self.dtype).max
+                    raise ValueError(
+                        f"a draw of {name!r} does not fit the sample storage type {self.dtype}: "
+                        f"its largest magnitude {float(tensors[name].detach().abs().max()):.4g} "
+                        f"exceeds {limit:.4g}; store the draws as float32")
+            new[name] = value.unsqueeze(0)
+        for name in self.names:
             old = getattr(self, self._key(name))
-            setattr(self, self._key(name), new if old.numel() == 0 else torch.cat([old, new]))
+            setattr(self, self._key(name),
+                    new[name] if old.numel() == 0 else torch.cat([old, new[name]]))
 
     def draws(self):
         """``{name: (n_draws, n_chains, ...) tensor}``."""

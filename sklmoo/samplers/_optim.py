@@ -109,6 +109,24 @@ class SamplerOptimizer(torch.optim.Optimizer):
         group["sampler_step"] = new.step
         return loss
 
+    def __getstate__(self):
+        # torch's Optimizer pickles only defaults / state / param_groups: keep what the chain
+        # needs to continue exactly (names, sampler, noise generator) in a copy or a pickle too
+        state = super().__getstate__()
+        state.update(names=list(self.names), sampler=self.sampler,
+                     generator_device=str(self.generator.device),
+                     generator_state=self.generator.get_state())
+        return state
+
+    def __setstate__(self, state):
+        state = dict(state)
+        gen_device = state.pop("generator_device", "cpu")
+        gen_state = state.pop("generator_state", None)
+        super().__setstate__(state)
+        self.generator = torch.Generator(device=gen_device)
+        if gen_state is not None:
+            self.generator.set_state(gen_state)
+
     def state_dict(self):
         out = super().state_dict()
         out["generator_state"] = self.generator.get_state()
