@@ -95,6 +95,27 @@ def test_multioutput_missing_targets_and_sample_weight(gaussian):
             metric(y[rep], mean[rep], std[rep]))
 
 
+def test_gaussian_nll_is_finite_wherever_the_true_value_is():
+    # issue 17: the square of the standardised residual overflowed to a silent inf
+    log_norm = 0.5 * np.log(2 * np.pi)
+    assert gaussian_nll([0.0], [0.0], [1e-200]) == pytest.approx(log_norm + np.log(1e-200))
+    assert gaussian_nll([1e-100], [0.0], [1e-200]) == pytest.approx(
+        log_norm + np.log(1e-200) + 0.5e200)
+    assert gaussian_nll([1.5e154], [0.0], [1.0]) == pytest.approx(log_norm + 1.125e308)
+    # y - mean overflows, its ratio to std does not
+    assert gaussian_nll([1e308], [-1e308], [1e308]) == pytest.approx(log_norm + np.log(1e308) + 2)
+    # one huge term among others: the mean is finite although the sum is not
+    assert gaussian_nll([1.5e154, 0.0], [0.0, 0.0], [1.0, 1.0], sample_weight=[1, 3]) == (
+        pytest.approx(log_norm + 0.25 * 1.125e308))
+
+
+@pytest.mark.parametrize("y, std", [([1.0], [1e-200]), ([1e200], [1.0]),
+                                    ([1.0, 0.0], [1e-160, 1.0])])
+def test_gaussian_nll_beyond_float64_raises(y, std):
+    with pytest.raises(ValueError, match="overflows float64.*standardised residual"):
+        gaussian_nll(y, np.zeros(len(y)), std)
+
+
 @pytest.mark.parametrize("args, match", [
     (([1.0, 2.0], [1.0, 2.0], [1.0, 0.0]), "positive"),
     (([1.0, 2.0], [1.0, np.nan], [1.0, 1.0]), "finite"),

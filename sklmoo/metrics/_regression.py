@@ -4,7 +4,7 @@ expected-vs-observed coverage display."""
 import warnings
 
 import numpy as np
-from scipy.special import ndtri
+from scipy.special import logsumexp, ndtri
 
 from ._validation import aggregate
 
@@ -94,6 +94,13 @@ def gaussian_nll(y_true, y_mean, y_std, *, sample_weight=None, multioutput="unif
     -------
     float, or ndarray of shape (n_outputs,) with ``multioutput='raw_values'``
 
+    Raises
+    ------
+    ValueError
+        When the value exceeds the largest float64 (a standardised residual
+        :math:`|y - \mu| / \sigma` beyond about 1e154). Large but representable values are
+        computed without overflow (the quadratic term is averaged in log space).
+
     Examples
     --------
     >>> import numpy as np
@@ -101,10 +108,33 @@ def gaussian_nll(y_true, y_mean, y_std, *, sample_weight=None, multioutput="unif
     >>> round(gaussian_nll([0.0, 1.0], [0.0, 0.0], [1.0, 1.0]), 4)   # log(2 pi)/2 + 1/4
     1.1689
     """
-    def nll(y, mean, std, w):
-        return np.average(0.5 * _LOG_2PI + np.log(std) + 0.5 * ((y - mean) / std) ** 2,
-                          weights=w)
-    return _per_output(nll, y_true, y_mean, y_std, sample_weight, multioutput)
+    return _per_output(_gaussian_nll_1d, y_true, y_mean, y_std, sample_weight, multioutput)
+
+
+def _gaussian_nll_1d(y, mean, std, w):
+    with np.errstate(over="ignore", invalid="ignore"):
+        value = np.average(0.5 * _LOG_2PI + np.log(std) + 0.5 * ((y - mean) / std) ** 2,
+                           weights=w)
+    if np.isfinite(value):
+        return value
+    # y - mean, its ratio to std or the square overflowed: average the quadratic term in log
+    # space, log(0.5 z^2) = log 0.5 + 2 (log|y - mean| - log std), halving before subtracting
+    w = np.ones(len(y)) if w is None else w
+    with np.errstate(divide="ignore"):            # a zero residual: log 0 = -inf, exp -> 0
+        log_abs_residual = np.log(np.abs(0.5 * y - 0.5 * mean)) + np.log(2.0)
+    log_quadratic = logsumexp(np.log(0.5) + 2.0 * (log_abs_residual - np.log(std)),
+                              b=w) - np.log(w.sum())
+    log_terms = np.average(0.5 * _LOG_2PI + np.log(std), weights=w)
+    with np.errstate(over="ignore"):
+        value = log_terms + np.exp(log_quadratic)
+    if not np.isfinite(value):
+        worst = int(np.argmax(log_abs_residual - np.log(std)))
+        raise ValueError(
+            "gaussian_nll overflows float64: the standardised residual |y - mean| / std is "
+            f"{np.exp(log_abs_residual[worst] - np.log(std[worst])):.3g} for y={y[worst]:.3g}, "
+            f"mean={mean[worst]:.3g}, std={std[worst]:.3g}, so the mean negative "
+            "log-likelihood exceeds the largest float")
+    return value
 
 
 def _check_level(level):
