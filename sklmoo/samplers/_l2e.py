@@ -2,6 +2,8 @@
 
 import json
 import pathlib
+import warnings
+import zipfile
 from dataclasses import dataclass
 from typing import Any
 
@@ -100,36 +102,127 @@ class MetaSampler(nn.Module):
     @classmethod
     def load(cls, path):
         """Load meta-parameters from a ``.npz`` in the haiku layout (sklmoo's own files and
-        the authors' published ``l2e_official_meta_params.npz`` alike), with its card if any."""
+        the authors' published ``l2e_official_meta_params.npz`` alike), with its card if any.
+
+        Loading is safe by construction: only the six expected members are read, each
+        member's declared dtype and shape are checked against the MLP's layout (hidden width
+        1 to :data:`MAX_HIDDEN_UNITS`) from its ``.npy`` header before any data is
+        decompressed, and nothing is unpickled. A card (``.json`` beside the file) that
+        cannot be read is ignored with a warning: it is provenance, the weights do not
+        depend on it.
+
+        Raises
+        ------
+        FileNotFoundError
+            If there is no file at ``path``.
+        ValueError
+            Naming the file (and the member) if it is not a ``.npz`` of finite floating-point
+            meta-parameters with the expected members and shapes.
+        """
         path = pathlib.Path(path)
         if not path.is_file():
             raise FileNotFoundError(f"no meta-sampler file at {path}")
         try:
-            with np.load(path, allow_pickle=False) as data:
-                if not hasattr(data, "files"):
-                    raise ValueError("it holds a single array, not named meta-parameters")
-                arrays = {k: data[k] for k in data.files}
-        except Exception as exc:  # zip, pickle and format errors all mean "not a .npz we wrote"
+            with zipfile.ZipFile(path) as archive:
+                arrays = _read_meta_members(path, archive)
+        except ValueError:                  # already names the file and the member
+            raise
+        except Exception as exc:  # zip, zlib and I/O errors all mean "not a .npz we wrote"
             raise ValueError(f"cannot read meta-sampler file {path}: not a complete .npz of "
                              f"meta-parameters ({type(exc).__name__}: {exc})") from None
-        missing = [f"{n}_{s}" for n in _LAYERS for s in "wb" if f"{n}_{s}" not in arrays]
-        if missing:
-            raise ValueError(f"{path} lacks meta-parameters {missing}")
-        hidden = arrays["linear_0_w"].shape[1]
-        if arrays["linear_0_w"].shape[0] != N_FEATURES or arrays["linear_2_w"].shape[1] != 2:
-            raise ValueError(f"{path}: expected a {N_FEATURES} -> ... -> 2 MLP, got first layer "
-                             f"{arrays['linear_0_w'].shape} and last {arrays['linear_2_w'].shape}")
-        expected = {"linear_0_b": (hidden,), "linear_1_w": (hidden, hidden),
-                    "linear_1_b": (hidden,), "linear_2_b": (2,)}
-        for key, shape in expected.items():
-            if arrays[key].shape != shape:
-                raise ValueError(f"{path}: {key} has shape {arrays[key].shape}, expected {shape}")
         bad = [k for k, v in arrays.items() if not np.isfinite(v).all()]
         if bad:
-            raise ValueError(f"{path}: meta-parameters {sorted(bad)} hold NaN or inf")
-        card_path = path.with_suffix(".json")
-        card = json.loads(card_path.read_text()) if card_path.exists() else {}
-        return cls(hidden_units=hidden, card=card).load_weights(arrays)
+            raise ValueError(f"{path}: meta-parameters {sorted(bad)} hold NaN or inf (or values "
+                             "beyond float32)")
+        hidden = arrays["linear_0_w"].shape[1]
+        return cls(hidden_units=hidden, card=_read_card(path)).load_weights(arrays)
+
+
+#: the largest hidden width :meth:`MetaSampler.load` accepts (the paper's is 32); it bounds
+#: what a file can make the loader allocate (a few MB)
+MAX_HIDDEN_UNITS = 1024
+#: the largest card :meth:`MetaSampler.load` reads (the shipped one is a few tens of KB)
+MAX_CARD_BYTES = 16 * 2 ** 20
+_MEMBERS = tuple(f"{n}_{s}" for n in _LAYERS for s in "wb")
+
+
+def _member_header(path, archive, member):
+    """(shape, fortran_order, dtype) from the ``.npy`` header of ``member``, without reading
+    its data."""
+    with archive.open(member + ".npy") as f:
+        try:
+            version = np.lib.format.read_magic(f)
+            if version == (1, 0):
+                return np.lib.format.read_array_header_1_0(f)
+            if version == (2, 0):
+                return np.lib.format.read_array_header_2_0(f)
+        except ValueError as exc:
+            raise ValueError(f"{path}: member {member!r} is not a .npy array ({exc})") from None
+    raise ValueError(f"{path}: member {member!r} has .npy format version {version}, expected "
+                     "1.0 or 2.0")
+
+
+def _read_meta_members(path, archive):
+    """The six weight arrays of ``archive``, checked member by member before decompression."""
+    names = archive.namelist()
+    unknown = [n for n in names if not (n.endswith(".npy") and n[:-4] in _MEMBERS)]
+    if unknown:
+        raise ValueError(f"{path}: unexpected member {unknown[0]!r} (a meta-sampler file holds "
+                         f"only {', '.join(m + '.npy' for m in _MEMBERS)})")
+    if len(set(names)) != len(names):
+        raise ValueError(f"{path}: a member is stored twice ({sorted(names)})")
+    missing = [m for m in _MEMBERS if m + ".npy" not in names]
+    if missing:
+        raise ValueError(f"{path} lacks meta-parameters {missing}")
+    headers = {m: _member_header(path, archive, m) for m in _MEMBERS}
+    for member, (shape, _, dtype) in headers.items():
+        if dtype.kind != "f":
+            raise ValueError(f"{path}: member {member!r} holds {dtype} values, expected "
+                             "floating-point meta-parameters")
+    first, last = headers["linear_0_w"][0], headers["linear_2_w"][0]
+    if len(first) != 2 or first[0] != N_FEATURES or len(last) != 2 or last[1] != 2:
+        raise ValueError(f"{path}: expected a {N_FEATURES} -> ... -> 2 MLP, got first layer "
+                         f"{first} and last {last}")
+    hidden = first[1]
+    if not 1 <= hidden <= MAX_HIDDEN_UNITS:
+        raise ValueError(f"{path}: hidden width {hidden} is outside 1..{MAX_HIDDEN_UNITS}")
+    expected = {"linear_0_w": (N_FEATURES, hidden), "linear_0_b": (hidden,),
+                "linear_1_w": (hidden, hidden), "linear_1_b": (hidden,),
+                "linear_2_w": (hidden, 2), "linear_2_b": (2,)}
+    for member, shape in expected.items():
+        if tuple(headers[member][0]) != shape:
+            raise ValueError(f"{path}: {member} has shape {tuple(headers[member][0])}, "
+                             f"expected {shape}")
+    arrays = {}
+    for member in _MEMBERS:           # every shape is now bounded: decompress
+        with archive.open(member + ".npy") as f:
+            try:
+                array = np.lib.format.read_array(f, allow_pickle=False)
+            except ValueError as exc:
+                raise ValueError(f"{path}: member {member!r} is incomplete ({exc})") from None
+        # float32 in native byte order, as the module holds them (torch refuses big-endian)
+        arrays[member] = array.astype(np.float32)
+    return arrays
+
+
+def _read_card(path):
+    """The JSON card beside ``path``, ``{}`` if there is none; an unreadable card is ignored
+    with a warning (it records provenance; the weights are valid without it)."""
+    card_path = path.with_suffix(".json")
+    if not card_path.exists():
+        return {}
+    try:
+        if card_path.stat().st_size > MAX_CARD_BYTES:
+            raise ValueError(f"it is larger than {MAX_CARD_BYTES} bytes")
+        card = json.loads(card_path.read_text(encoding="utf-8"))
+        if not isinstance(card, dict):
+            raise ValueError(f"it holds a JSON {type(card).__name__}, not an object")
+    except (OSError, ValueError) as exc:      # JSONDecodeError and UnicodeDecodeError included
+        warnings.warn(f"ignoring the meta-sampler card {card_path}: cannot read it "
+                      f"({type(exc).__name__}: {exc}); the meta-parameters in {path} are "
+                      "loaded without provenance", UserWarning, stacklevel=3)
+        return {}
+    return card
 
 
 def meta_mlp(features, weights):
