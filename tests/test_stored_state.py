@@ -120,7 +120,7 @@ def test_a_copied_l2e_model_continues_exactly(iris, sampler, how):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", ConvergenceWarning)
             est.partial_fit(X, y)
-    assert saved.n_draws_ == original.n_draws_ == 9
+    assert saved.n_draws_ == original.n_draws_ > 3
     for k, v in original.module_.samples.draws().items():
         assert torch.equal(saved.module_.samples.draws()[k], v), k
     np.testing.assert_array_equal(saved.predict_proba(X), original.predict_proba(X))
