@@ -85,18 +85,53 @@ def test_sample_weight_equals_repetition():
         assert fn(y, proba, sample_weight=w) == pytest.approx(fn(rep_y, rep_p))
 
 
-def test_brier_relation_to_sklearn():
-    y, proba = _random_problem(6)
-    assert brier_score(y, proba) == pytest.approx(
-        brier_score_loss(y, proba, labels=[0, 1, 2, 3], scale_by_half=False))
+@pytest.mark.parametrize("n_classes", [2, 3, 5])
+@pytest.mark.parametrize("scale_by_half", ["auto", True, False])
+def test_brier_equals_sklearn_brier_score_loss(n_classes, scale_by_half):
+    # issue 20: binary was twice scikit-learn's; now its exact convention, options included
+    y, proba = _random_problem(6 + n_classes, n_classes=n_classes)
+    w = np.random.default_rng(n_classes).random(len(y))
+    labels = list(range(n_classes))
+    for sw in (None, w):
+        ref = brier_score_loss(y, proba, labels=labels, scale_by_half=scale_by_half,
+                               sample_weight=sw)
+        assert brier_score(y, proba, scale_by_half=scale_by_half,
+                           sample_weight=sw) == pytest.approx(ref, rel=1e-12)
+        sub = y != n_classes - 1          # a class absent from y_true: labels give the columns
+        ref = brier_score_loss(y[sub], proba[sub], labels=labels, scale_by_half=scale_by_half,
+                               sample_weight=None if sw is None else sw[sub])
+        assert brier_score(y[sub], proba[sub], labels=labels, scale_by_half=scale_by_half,
+                           sample_weight=None if sw is None else sw[sub]) == pytest.approx(
+            ref, rel=1e-12)
+
+
+def test_binary_brier_is_the_squared_error_of_the_positive_probability():
     rng = np.random.default_rng(0)
     pos = rng.random(50)
     yb = np.where(rng.random(50) < pos, "yes", "no")
-    # binary: twice scikit-learn's default (which halves to stay in [0, 1])
-    assert brier_score(yb, pos, labels=["no", "yes"]) == pytest.approx(
-        2 * brier_score_loss(yb, pos, pos_label="yes"))
-    assert brier_score(yb, np.column_stack([1 - pos, pos])) == pytest.approx(
-        2 * brier_score_loss(yb, pos, pos_label="yes"))
+    mse = np.mean(((yb == "yes") - pos) ** 2)
+    assert brier_score_loss(yb, pos, pos_label="yes") == pytest.approx(mse)
+    assert brier_score(yb, pos) == pytest.approx(mse)                  # "yes" sorts last
+    assert brier_score(yb, pos, labels=["no", "yes"]) == pytest.approx(mse)
+    assert brier_score(yb, pos, pos_label="yes") == pytest.approx(mse)
+    assert brier_score(yb, 1 - pos, pos_label="no") == pytest.approx(
+        brier_score_loss(yb, 1 - pos, pos_label="no"))
+    assert brier_score(yb, np.column_stack([1 - pos, pos])) == pytest.approx(mse)
+    # the per-class sum (MT-SGD paper) stays available: twice the binary value
+    assert brier_score(yb, pos, scale_by_half=False) == pytest.approx(2 * mse)
+    yi = (yb == "yes").astype(int) * 2 - 1                             # {-1, 1}: 1 is positive
+    assert brier_score(yi, pos) == pytest.approx(brier_score_loss(yi, pos))
+    # pos_label with missing labels: the missing ones are left out
+    y_obj = yb.astype(object)
+    y_obj[:5] = None
+    assert brier_score(y_obj, pos, pos_label="yes") == pytest.approx(
+        brier_score_loss(yb[5:], pos[5:], pos_label="yes"))
+    with pytest.raises(ValueError, match="scale_by_half"):
+        brier_score(yb, pos, scale_by_half="yes")
+    with pytest.raises(ValueError, match="pos_label applies"):
+        brier_score(yb, np.column_stack([1 - pos, pos]), pos_label="yes")
+    with pytest.raises(ValueError, match="binary target"):
+        brier_score([0, 1, 2], [0.1, 0.2, 0.3], pos_label=2)
 
 
 def test_nll_equals_log_loss_with_labels_missing_from_y():

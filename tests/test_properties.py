@@ -55,6 +55,19 @@ def test_bounds(problem):
 
 
 @PROPS
+@given(problems(), st.sampled_from(["auto", True, False]))
+def test_brier_is_sklearn_brier_score_loss(problem, scale_by_half):
+    y, p, labels = problem
+    from sklearn.metrics import brier_score_loss
+
+    assert brier_score(y, p, labels=labels, scale_by_half=scale_by_half) == pytest.approx(
+        brier_score_loss(y, p, labels=labels, scale_by_half=scale_by_half), abs=1e-12)
+    if len(labels) == 2:                                  # 1-D positive-class probabilities
+        assert brier_score(y, p[:, 1], labels=labels) == pytest.approx(
+            brier_score_loss(y, p[:, 1], pos_label=1), abs=1e-12)
+
+
+@PROPS
 @given(problems(), st.randoms(use_true_random=False))
 def test_permutation_invariance(problem, rnd):
     y, p, labels = problem
@@ -112,7 +125,8 @@ def test_missing_labels_are_absent_samples_and_unseen_labels_are_errors(problem,
     y_unseen[0] = labels.max() + 1
     with pytest.raises(ValueError, match="not in labels"):
         brier_score(y_unseen, p, labels=labels)
-    counted = brier_score(y_unseen, p, labels=labels, unknown_labels="count_as_wrong")
+    counted = brier_score(y_unseen, p, labels=labels, unknown_labels="count_as_wrong",
+                          scale_by_half=False)
     others = ((np.eye(len(labels))[y[1:]] - p[1:]) ** 2).sum(1)
     assert counted == pytest.approx((others.sum() + (p[0] ** 2).sum() + 1) / len(y))
     nll = negative_log_likelihood(y_unseen, p, labels=labels, unknown_labels="count_as_wrong")

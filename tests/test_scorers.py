@@ -10,7 +10,7 @@ import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 from sklearn.datasets import load_breast_cancer, load_digits, load_iris  # noqa: E402
 from sklearn.linear_model import LogisticRegression  # noqa: E402
-from sklearn.metrics import make_scorer  # noqa: E402
+from sklearn.metrics import brier_score_loss, get_scorer, make_scorer  # noqa: E402
 from sklearn.model_selection import (GridSearchCV, KFold, cross_val_score,  # noqa: E402
                                      cross_validate)
 from sklearn.multioutput import MultiOutputClassifier  # noqa: E402
@@ -49,6 +49,29 @@ def test_grid_search_multi_metric_with_pipeline():
     assert grid.best_index_ == int(np.argmax(grid.cv_results_["mean_test_brier"]))
     proba = grid.best_estimator_.predict_proba(X)
     assert -brier_scorer(grid.best_estimator_, X, y) == pytest.approx(brier_score(y, proba))
+
+
+@pytest.mark.parametrize("load", [load_breast_cancer, load_iris])
+def test_brier_scorer_equals_sklearn_neg_brier_score(load):
+    # issue 20: the binary brier_scorer was twice scikit-learn's neg_brier_score
+    X, y = load(return_X_y=True)
+    sk = get_scorer("neg_brier_score")
+    clf = _lr().fit(X, y)
+    assert brier_scorer(clf, X, y) == pytest.approx(sk(clf, X, y), rel=1e-12)
+    cv = KFold(3, shuffle=True, random_state=0)
+    np.testing.assert_allclose(cross_val_score(_lr(), X, y, scoring=brier_scorer, cv=cv),
+                               cross_val_score(_lr(), X, y, scoring=sk, cv=cv), rtol=1e-12)
+    if load is load_breast_cancer:
+        # string labels: scikit-learn's scorer needs pos_label (either gives the same value)
+        ys = np.where(y == 1, "benign", "malignant")
+        clf = _lr().fit(X, ys)
+        for pos in ("benign", "malignant"):
+            sk_pos = make_scorer(brier_score_loss, response_method="predict_proba",
+                                 greater_is_better=False, pos_label=pos)
+            assert brier_scorer(clf, X, ys) == pytest.approx(sk_pos(clf, X, ys), rel=1e-12)
+    summed = make_calibration_scorer("brier", scale_by_half=False)
+    ratio = summed(clf, X, clf.predict(X)) / brier_scorer(clf, X, clf.predict(X))
+    assert ratio == pytest.approx(2.0 if load is load_breast_cancer else 1.0)
 
 
 def test_fold_missing_a_class_uses_classes_():

@@ -5,7 +5,7 @@ import warnings
 import numpy as np
 
 from ._uncertainty import check_member_proba
-from ._validation import aggregate, tasks_and_weights
+from ._validation import _as_label_array, aggregate, missing_label_mask, tasks_and_weights
 
 _NORMS = ("l1", "l2", "max")
 _STRATEGIES = ("uniform", "quantile")
@@ -218,27 +218,76 @@ def classwise_calibration_error(y_true, y_proba, *, n_bins=10, strategy="uniform
                         unknown_labels)
 
 
-def brier_score(y_true, y_proba, *, labels=None, sample_weight=None,
-                multioutput="uniform_average", unknown_labels="raise"):
-    r"""Multiclass Brier score summed over classes, as in the MT-SGD paper:
-    :math:`\frac1N\sum_i\sum_c (1[y_i=c] - p(c|x_i))^2`, in [0, 2].
+def _check_scale_by_half(scale_by_half):
+    if not (isinstance(scale_by_half, (bool, np.bool_)) or scale_by_half == "auto"):
+        raise ValueError(f"scale_by_half must be True, False or 'auto', got {scale_by_half!r}")
 
-    For a binary problem this is twice :func:`sklearn.metrics.brier_score_loss` with its default
-    ``scale_by_half='auto'``, and equal to ``brier_score_loss(..., scale_by_half=False)``
-    (scikit-learn >= 1.7) for any number of classes.
 
-    Parameters are those of :func:`expected_calibration_error` (no binning).
+def _positive_label_targets(y_true, y_proba, pos_label):
+    """``y_true`` recoded as 1.0 (``pos_label``) / 0.0 (any other label), NaN where missing,
+    for a 1-D ``y_proba`` of ``pos_label``'s probability (scikit-learn's ``pos_label``)."""
+    y = _as_label_array(y_true)
+    if y.ndim != 1 or np.ndim(y_proba) != 1:
+        raise ValueError("pos_label applies to a single binary task with a 1-D y_proba (the "
+                         "positive-class probabilities); pass labels= otherwise")
+    missing = missing_label_mask(y)
+    present = set(y[~missing].tolist())
+    if len(present) > 2:
+        raise ValueError(f"a 1-D y_proba needs a binary target; y_true has classes "
+                         f"{sorted(present, key=str)}")
+    return np.where(missing, np.nan, (y == pos_label).astype(np.float64))
+
+
+def brier_score(y_true, y_proba, *, labels=None, pos_label=None, scale_by_half="auto",
+                sample_weight=None, multioutput="uniform_average", unknown_labels="raise"):
+    r"""Brier score, as :func:`sklearn.metrics.brier_score_loss` computes it.
+
+    :math:`\frac1N\sum_i\sum_c (1[y_i=c] - p(c|x_i))^2` (in [0, 2]), halved for binary
+    problems by default (``scale_by_half='auto'``) so that it is the mean squared error of the
+    positive-class probability, :math:`\frac1N\sum_i (1[y_i=\text{pos}] - p_i)^2`, in [0, 1].
+    A multi-task ``y_true`` gets one Brier score per task, combined as ``multioutput`` says.
+
+    Parameters
+    ----------
+    y_true, y_proba, labels, sample_weight, multioutput, unknown_labels
+        As in :func:`expected_calibration_error` (no binning).
+    pos_label : label, optional
+        With a 1-D ``y_proba`` of a single task: the class whose probability it holds (every
+        other label is the negative class). Default: ``labels[-1]``, else the greater label
+        of ``y_true`` (1 for {0, 1} and {-1, 1}).
+    scale_by_half : bool or 'auto', default='auto'
+        Halve the sum over classes: ``'auto'`` halves for two probability columns (binary,
+        or a 1-D ``y_proba``) and not for three or more, scikit-learn's default (>= 1.7),
+        decided per task. ``False`` keeps the sum over classes for any number of classes (the
+        MT-SGD paper's multiclass Brier score, twice scikit-learn's default for a binary
+        problem).
+
+    Returns
+    -------
+    float, or ndarray of shape (n_tasks,) with ``multioutput='raw_values'``
 
     Examples
     --------
     >>> from sklmoo.metrics import brier_score
-    >>> round(brier_score([0, 1], [[0.8, 0.2], [0.4, 0.6]]), 4)  # (0.08 + 0.32) / 2
+    >>> round(brier_score([0, 1], [[0.8, 0.2], [0.4, 0.6]]), 4)   # (0.2^2 + 0.4^2) / 2
+    0.1
+    >>> round(brier_score(["no", "yes"], [0.2, 0.6], pos_label="yes"), 4)   # 1-D: p(yes)
+    0.1
+    >>> round(brier_score([0, 1], [[0.8, 0.2], [0.4, 0.6]], scale_by_half=False), 4)
     0.2
+    >>> round(brier_score([0, 2], [[0.8, 0.1, 0.1], [0.2, 0.2, 0.6]], labels=[0, 1, 2]), 4)
+    0.15
     """
+    _check_scale_by_half(scale_by_half)
+    if pos_label is not None:
+        y_true, labels = _positive_label_targets(y_true, y_proba, pos_label), [0.0, 1.0]
+
     def per_task(codes, proba, sw):
         # sum_c (1[y=c] - p_c)^2 = sum_c p_c^2 - 2 p_y + 1, without an (n, C) one-hot matrix
         squares = np.einsum("ij,ij->i", proba, proba, dtype=np.float64)
-        return float(np.average(squares - 2 * _true_class_proba(codes, proba) + 1, weights=sw))
+        value = float(np.average(squares - 2 * _true_class_proba(codes, proba) + 1, weights=sw))
+        halve = proba.shape[1] < 3 if scale_by_half == "auto" else bool(scale_by_half)
+        return 0.5 * value if halve else value
 
     return _task_metric(per_task, y_true, y_proba, labels, sample_weight, multioutput,
                         unknown_labels)

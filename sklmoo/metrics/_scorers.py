@@ -105,8 +105,9 @@ def make_calibration_scorer(metric="ece", *, greater_is_better=False, **kwargs):
     greater_is_better : bool, default=False
         False negates the metric, so that scikit-learn maximises the score.
     **kwargs
-        Passed to the metric, e.g. ``n_bins=15, strategy='quantile', norm='max'`` or
-        ``multioutput=[0.5, 0.5]``.
+        Passed to the metric, e.g. ``n_bins=15, strategy='quantile', norm='max'``,
+        ``multioutput=[0.5, 0.5]``, or ``scale_by_half=False`` (Brier score summed over
+        classes even for binary tasks).
 
     Returns
     -------
@@ -130,7 +131,10 @@ def make_calibration_scorer(metric="ece", *, greater_is_better=False, **kwargs):
 
 #: Negated top-label ECE with 10 equal-width bins (the MT-SGD paper's setting).
 ece_scorer = make_calibration_scorer("ece")
-#: Negated multiclass Brier score (summed over classes).
+#: Negated Brier score, scikit-learn's ``'neg_brier_score'`` convention (binary: mean squared
+#: error of the positive-class probability; three or more classes: summed over classes), for
+#: single- and multi-task classifiers. The per-class sum for any number of classes (twice this
+#: for binary): ``make_calibration_scorer("brier", scale_by_half=False)``.
 brier_scorer = make_calibration_scorer("brier")
 #: Negated mean negative log-likelihood.
 nll_scorer = make_calibration_scorer("nll")
