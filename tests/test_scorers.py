@@ -10,7 +10,8 @@ import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 from sklearn.datasets import load_breast_cancer, load_digits, load_iris  # noqa: E402
 from sklearn.linear_model import LogisticRegression  # noqa: E402
-from sklearn.metrics import brier_score_loss, get_scorer, make_scorer  # noqa: E402
+from sklearn.metrics import (balanced_accuracy_score, brier_score_loss, f1_score,  # noqa: E402
+                             get_scorer, log_loss, make_scorer, roc_auc_score)
 from sklearn.model_selection import (GridSearchCV, KFold, cross_val_score,  # noqa: E402
                                      cross_validate)
 from sklearn.multioutput import MultiOutputClassifier  # noqa: E402
@@ -19,7 +20,8 @@ from sklearn.preprocessing import StandardScaler  # noqa: E402
 
 from sklmoo.metrics import (ReliabilityDiagramDisplay, brier_score, brier_scorer,  # noqa: E402
                             ece_scorer, expected_calibration_error, make_calibration_scorer,
-                            negative_log_likelihood, nll_scorer)
+                            multitask_accuracy_score, multitask_accuracy_scorer,
+                            negative_log_likelihood, nll_scorer, per_task_scorer)
 
 
 def _lr():
@@ -164,3 +166,133 @@ def test_reliability_display_single_and_multitask(tmp_path):
         ReliabilityDiagramDisplay.from_predictions(frame, mo.predict_proba(Xd),
                                                    labels=mo.classes_, ax=axes[:2])
     plt.close("all")
+
+
+# -- multi-task scoring (issue 20) ---------------------------------------------------------
+
+def _mo_lr():
+    return MultiOutputClassifier(LogisticRegression(max_iter=300))
+
+
+def test_multitask_accuracy_score_by_hand_and_missing_labels():
+    y_true = np.array([[0, "cat"], [1, "dog"], [2, None], [1, "dog"]], dtype=object)
+    y_pred = np.array([[0, "cat"], [2, "cat"], [2, "dog"], [1, "cat"]], dtype=object)
+    raw = multitask_accuracy_score(y_true, y_pred, multioutput="raw_values")
+    np.testing.assert_allclose(raw, [3 / 4, 1 / 3])
+    assert multitask_accuracy_score(y_true, y_pred) == pytest.approx((3 / 4 + 1 / 3) / 2)
+    w = np.array([1.0, 2.0, 1.0, 0.0])
+    np.testing.assert_allclose(multitask_accuracy_score(y_true, y_pred, sample_weight=w,
+                                                        multioutput="raw_values"),
+                               [2 / 4, 1 / 3])
+    frame = pd.DataFrame({"digit": [0.0, 1.0, np.nan], "animal": ["cat", None, "dog"]})
+    pred = pd.DataFrame({"digit": [0, 2, 1], "animal": ["cat", "cat", "cat"]})
+    np.testing.assert_allclose(multitask_accuracy_score(frame, pred, multioutput="raw_values"),
+                               [1 / 2, 1 / 2])
+    # one task: plain accuracy
+    assert multitask_accuracy_score([1, 2, 3], [1, 2, 4]) == pytest.approx(2 / 3)
+    with pytest.warns(UserWarning, match="no labelled sample"):
+        assert multitask_accuracy_score(np.array([[1, None], [2, None]], dtype=object),
+                                        np.array([[1, 0], [3, 0]])) == pytest.approx(0.5)
+    with pytest.raises(ValueError, match="shape"):
+        multitask_accuracy_score(y_true, y_pred[:, :1])
+    with pytest.raises(ValueError, match="no labelled sample"):
+        multitask_accuracy_score([None, None], [1, 2])
+
+
+def test_sklearn_accuracy_fails_on_multiclass_multioutput_and_multitask_scorers_work():
+    X, y = _multitask_digits()
+    X, y = X[:300], y[:300]
+    cv = KFold(2, shuffle=True, random_state=0)
+    with pytest.raises(ValueError, match="multiclass-multioutput"):
+        cross_val_score(_mo_lr(), X, y, scoring="accuracy", cv=cv, error_score="raise")
+    scoring = {"acc": multitask_accuracy_scorer,
+               "digit_acc": per_task_scorer("accuracy", task=0),
+               "parity_nll": per_task_scorer("neg_log_loss", task=1),
+               "high_auc": per_task_scorer("roc_auc", task=2),
+               "digit_f1": per_task_scorer(make_scorer(f1_score, average="macro"), task=0),
+               "digit_bal": per_task_scorer(balanced_accuracy_score, task=0),   # a metric
+               "high_ece": per_task_scorer(ece_scorer, task=2)}
+    res = cross_validate(_mo_lr(), X, y, scoring=scoring, cv=cv, return_estimator=True,
+                         return_indices=True, error_score="raise")
+    for i, (est, test) in enumerate(zip(res["estimator"], res["indices"]["test"])):
+        pred, proba = est.predict(X[test]), est.predict_proba(X[test])
+        yt = y[test]
+        accs = [np.mean(pred[:, t] == yt[:, t]) for t in range(3)]
+        assert res["test_acc"][i] == pytest.approx(np.mean(accs))
+        assert res["test_digit_acc"][i] == pytest.approx(accs[0])
+        assert res["test_parity_nll"][i] == pytest.approx(
+            -log_loss(yt[:, 1], proba[1], labels=est.classes_[1]))
+        assert res["test_high_auc"][i] == pytest.approx(
+            roc_auc_score(yt[:, 2] == est.classes_[2][1], proba[2][:, 1]))
+        assert res["test_digit_f1"][i] == pytest.approx(
+            f1_score(yt[:, 0], pred[:, 0], average="macro"))
+        assert res["test_digit_bal"][i] == pytest.approx(
+            balanced_accuracy_score(yt[:, 0], pred[:, 0]))
+        assert res["test_high_ece"][i] == pytest.approx(
+            -expected_calibration_error(yt[:, 2], proba[2], labels=est.classes_[2]))
+    grid = GridSearchCV(_mo_lr(), {"estimator__C": [0.01, 1.0]}, cv=cv,
+                        scoring={"acc": multitask_accuracy_scorer,
+                                 "parity": per_task_scorer("accuracy", task=1)},
+                        refit="acc", error_score="raise").fit(X, y)
+    assert np.isfinite(grid.cv_results_["mean_test_acc"]).all()
+    assert np.isfinite(grid.cv_results_["mean_test_parity"]).all()
+    assert grid.best_params_ == {"estimator__C": 1.0}
+
+
+def test_per_task_scorer_missing_labels_task_names_and_errors():
+    X, y = _multitask_digits()
+    frame = pd.DataFrame(y, columns=["digit", "parity", "high"])
+    clf = _mo_lr().fit(X, frame)
+    y_missing = frame.astype(object).copy()
+    y_missing.iloc[::3, 1] = None
+    labelled = y_missing["parity"].notna().to_numpy()
+    pred = clf.predict(X)
+    by_name = per_task_scorer("accuracy", task="parity")
+    assert by_name(clf, X, y_missing) == pytest.approx(
+        np.mean(pred[labelled, 1] == frame["parity"].to_numpy()[labelled]))
+    assert "task='parity'" in repr(by_name)
+    w = np.arange(len(X), dtype=float)
+    assert per_task_scorer("accuracy", task=-2)(clf, X, y_missing, sample_weight=w) == (
+        pytest.approx(np.average(pred[labelled, 1] == frame["parity"].to_numpy()[labelled],
+                                 weights=w[labelled])))
+    assert multitask_accuracy_scorer(clf, X, y_missing) == pytest.approx(np.mean(
+        [np.mean(pred[:, 0] == y[:, 0]), np.mean(pred[labelled, 1] == y[labelled, 1]),
+         np.mean(pred[:, 2] == y[:, 2])]))
+    with pytest.raises(ValueError, match="not a column"):
+        per_task_scorer("accuracy", task="colour")(clf, X, frame)
+    with pytest.raises(ValueError, match="out of range"):
+        per_task_scorer("accuracy", task=3)(clf, X, frame)
+    with pytest.raises(ValueError, match="multi-task y_true"):
+        per_task_scorer("accuracy")(clf, X, y[:, 0])
+    with pytest.raises(TypeError, match="scoring"):
+        per_task_scorer(3)
+
+
+def test_per_task_scorer_for_multioutput_regression():
+    from sklearn.datasets import load_linnerud
+    from sklearn.linear_model import LinearRegression
+    from sklearn.metrics import r2_score
+
+    X, y = load_linnerud(return_X_y=True)
+    reg = LinearRegression().fit(X, y)
+    assert per_task_scorer("r2", task=1)(reg, X, y) == pytest.approx(
+        r2_score(y[:, 1], reg.predict(X)[:, 1]))
+
+
+def test_multitask_scorers_with_the_mtsgd_classifier():
+    from sklmoo import MTSGDMultiTaskClassifier
+
+    X, y = _multitask_digits()
+    X, y = X[:200].astype(np.float32), y[:200]
+    clf = MTSGDMultiTaskClassifier(n_particles=2, max_epochs=1, batch_size=64, random_state=0,
+                                   module__hidden_units=(8,))
+    cv = KFold(2, shuffle=True, random_state=0)
+    res = cross_validate(clf, X, y, cv=cv, return_estimator=True, return_indices=True,
+                         scoring={"acc": multitask_accuracy_scorer,
+                                  "parity_nll": per_task_scorer("neg_log_loss", task=1)},
+                         error_score="raise")
+    for i, (est, test) in enumerate(zip(res["estimator"], res["indices"]["test"])):
+        assert res["test_acc"][i] == pytest.approx(est.score(X[test], y[test]))
+        proba = est.predict_proba(X[test])
+        assert res["test_parity_nll"][i] == pytest.approx(
+            -log_loss(y[test, 1], proba[1], labels=est.classes_[1]))

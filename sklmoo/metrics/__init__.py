@@ -5,6 +5,7 @@ from ._calibration import (brier_score, classwise_calibration_error, expected_ca
 from ._regression import gaussian_nll, interval_coverage, miscalibration_area
 from ._regression_display import RegressionCalibrationDisplay
 from ._reliability import ReliabilityDiagramDisplay
+from ._multitask import multitask_accuracy_score, multitask_accuracy_scorer, per_task_scorer
 from ._uncertainty import entropy_decomposition
 from ._scorers import (CalibrationScorer, RegressionScorer, brier_scorer, ece_scorer,
                        gaussian_nll_scorer, make_calibration_scorer, make_regression_scorer,
@@ -17,5 +18,6 @@ __all__ = [
     "ReliabilityDiagramDisplay", "entropy_decomposition",
     "gaussian_nll", "interval_coverage", "miscalibration_area", "make_regression_scorer",
     "RegressionScorer", "gaussian_nll_scorer", "miscalibration_area_scorer",
-    "RegressionCalibrationDisplay",
+    "RegressionCalibrationDisplay", "multitask_accuracy_score", "multitask_accuracy_scorer",
+    "per_task_scorer",
 ]
