@@ -29,7 +29,7 @@ def _restore_threads():
 
 
 def _outputs(out):
-    state = torch.load(out / "checkpoint.pt", weights_only=False)
+    state = torch.load(out / "checkpoint.pt", weights_only=True)
     meta = MetaSampler.load(out / "l2e_meta.npz")
     return state, {k: v.detach().numpy() for k, v in meta.weights().items()}
 
@@ -177,7 +177,7 @@ def test_resume_with_other_settings_and_overwrite_are_refused(tmp_path, capsys):
     assert "pass --resume" in capsys.readouterr().err
     # a longer run may continue a finished one
     main(["--out", out, "--outer-steps", "5", *TINY[2:], "--resume"])
-    assert torch.load(tmp_path / "run" / "checkpoint.pt", weights_only=False)["step"] == 5
+    assert torch.load(tmp_path / "run" / "checkpoint.pt", weights_only=True)["step"] == 5
 
 
 def test_an_interrupted_run_restores_the_signal_handlers(tmp_path, monkeypatch):

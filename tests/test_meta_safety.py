@@ -2,8 +2,16 @@
 "Reliability rules"): nothing is unpickled, only the expected members are read, shapes are
 bounded before anything is decompressed, and a run directory has one owner at a time."""
 
+import copy
 import io
 import json
+import os
+import pathlib
+import shlex
+import shutil
+import subprocess
+import sys
+import time
 import tracemalloc
 import warnings
 import zipfile
@@ -13,6 +21,7 @@ import pytest
 import torch
 
 from sklmoo.meta import MetaTrainer, load_default_meta_sampler
+from sklmoo.meta._train import main
 from sklmoo.samplers import MetaSampler
 from sklmoo.samplers._l2e import MAX_HIDDEN_UNITS
 
@@ -134,3 +143,156 @@ def test_the_shipped_meta_sampler_loads_without_warnings():
         meta = load_default_meta_sampler()
     assert meta.card["outer_steps"] > 0
     assert meta.net[0].weight.shape == (32, 9)
+
+
+# --- meta-training: checkpoints, the run directory, the command line -----------------------
+
+TINY = ["--inner-steps", "3", "--n-pairs", "1"]
+
+
+def _usage_error(capsys, argv):
+    """Run the CLI, expect argparse's usage error (exit 2) and return its stderr."""
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    err = capsys.readouterr().err
+    assert exc.value.code == 2, err
+    assert "Traceback" not in err
+    return err
+
+
+class _RunsCode:
+    """Unpickling it runs a shell command (what a planted checkpoint could do)."""
+
+    def __init__(self, marker):
+        self.marker = marker
+
+    def __reduce__(self):
+        return os.system, (f"touch {shlex.quote(str(self.marker))}",)
+
+
+def test_resume_refuses_a_checkpoint_that_would_run_code(tmp_path, capsys):
+    out, marker = tmp_path / "run", tmp_path / "marker"
+    out.mkdir()
+    torch.save({"phi": _RunsCode(marker), "step": 0}, out / "checkpoint.pt")
+    err = _usage_error(capsys, ["--out", str(out), "--outer-steps", "1", *TINY, "--resume"])
+    assert f"--resume: refusing to load {out / 'checkpoint.pt'}" in err
+    assert "system" in err                    # names what it refused
+    assert not marker.exists()
+
+
+@pytest.fixture(scope="module")
+def two_steps(tmp_path_factory):
+    out = tmp_path_factory.mktemp("two") / "run"
+    main(["--out", str(out), "--outer-steps", "2", *TINY])
+    return out
+
+
+def test_the_checkpoint_holds_only_plain_data(two_steps):
+    state = torch.load(two_steps / "checkpoint.pt", weights_only=True)
+    assert state["step"] == 2 and len(state["curve"]) == 2
+
+
+@pytest.mark.parametrize("damage, match", [
+    (lambda blob: blob[:0], "it is truncated or not a checkpoint"),
+    (lambda blob: blob[:100], "it is truncated or not a checkpoint"),
+    (lambda blob: blob[:len(blob) // 2], "it is truncated or not a checkpoint"),
+    (lambda blob: blob[:-30], "it is truncated or not a checkpoint"),
+    (lambda blob: None, "lacks ['optimizer'"),
+])
+def test_a_damaged_checkpoint_is_a_usage_error(tmp_path, capsys, two_steps, damage, match):
+    out = tmp_path / "run"
+    shutil.copytree(two_steps, out)
+    ckpt = out / "checkpoint.pt"
+    blob = damage(ckpt.read_bytes())
+    if blob is None:                          # a loadable dict that is not a trainer state
+        torch.save({"phi": torch.zeros(3), "config": {}}, ckpt)
+    else:
+        ckpt.write_bytes(blob)
+    err = _usage_error(capsys, ["--out", str(out), "--outer-steps", "3", *TINY, "--resume"])
+    assert str(ckpt) in err and match in err, err
+
+
+def test_unusable_out_directories_are_usage_errors(tmp_path, capsys):
+    afile = tmp_path / "afile"
+    afile.write_text("x")
+    err = _usage_error(capsys, ["--out", str(afile), "--outer-steps", "1", *TINY])
+    assert f"--out {afile} exists and is not a directory" in err
+    err = _usage_error(capsys, ["--out", str(afile / "sub"), "--outer-steps", "1", *TINY])
+    assert f"--out {afile / 'sub'}: cannot create or write this directory" in err
+    if os.geteuid() != 0:
+        readonly = tmp_path / "readonly"
+        readonly.mkdir(mode=0o555)
+        unwritable = [readonly / "run", readonly]
+    else:                                     # root writes anywhere except in pseudo-files
+        unwritable = [pathlib.Path("/proc/sklmoo-meta-out")]
+    for out in unwritable:
+        err = _usage_error(capsys, ["--out", str(out), "--outer-steps", "1", *TINY])
+        assert f"--out {out}: cannot create or write this directory" in err, err
+
+
+def test_resume_repairs_a_save_cut_short_and_removes_dead_temporaries(tmp_path, two_steps):
+    three = tmp_path / "three"
+    main(["--out", str(three), "--outer-steps", "3", *TINY])
+    for left in (["checkpoint.pt"], ["checkpoint.pt", "l2e_meta.npz"]):
+        # killed while saving step 3: the checkpoint (and maybe the weights) written, the rest
+        # still at step 2, and the temporary of the write in progress left behind
+        out = tmp_path / f"killed{len(left)}"
+        shutil.copytree(two_steps, out)
+        for name in left:
+            shutil.copy(three / name, out / name)
+        dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                              capture_output=True, text=True, check=True)
+        stale = out / f".curve.json.{int(dead.stdout)}.tmp"
+        stale.write_text("[[1, 0.5")
+        unrelated = out / "notes.tmp"
+        unrelated.write_text("mine")
+        main(["--out", str(out), "--outer-steps", "3", *TINY, "--resume"])
+        assert not stale.exists() and unrelated.exists()
+        meta, reference = (MetaSampler.load(d / "l2e_meta.npz") for d in (out, three))
+        assert meta.card["outer_steps"] == 3
+        torch.testing.assert_close(meta.flat_parameters(), reference.flat_parameters(),
+                                   rtol=0, atol=0)
+        assert (json.loads((out / "curve.json").read_text())
+                == json.loads((three / "curve.json").read_text()))
+
+
+def test_a_directory_has_one_run_at_a_time(tmp_path):
+    out = tmp_path / "run"
+    command = [sys.executable, "-m", "sklmoo.meta.train", "--out", str(out), *TINY]
+    first = subprocess.Popen(command + ["--outer-steps", "100000", "--checkpoint-every",
+                                        "100000"], stdout=subprocess.DEVNULL,
+                             stderr=subprocess.PIPE, text=True)
+    try:
+        seen, deadline = "", time.time() + 120
+        while "meta-training" not in seen and time.time() < deadline:
+            seen += first.stderr.read(1)        # the progress bar: the first run owns `out`
+        assert first.poll() is None, seen
+        second = subprocess.run(command + ["--outer-steps", "1"], capture_output=True,
+                                text=True, timeout=120)
+        assert second.returncode == 2, second.stderr
+        assert (f"--out {out} is in use by another meta-training run (pid {first.pid})"
+                in second.stderr)
+    finally:
+        first.kill()                            # no clean-up: the lock file stays behind
+        first.wait()
+    # the kernel released the dead owner's lock: the next run goes ahead
+    third = subprocess.run(command + ["--outer-steps", "1"], capture_output=True, text=True,
+                           timeout=120)
+    assert third.returncode == 0, third.stderr
+    assert torch.load(out / "checkpoint.pt", weights_only=True)["step"] == 1
+
+
+def test_a_restored_state_is_copied_not_aliased():
+    trainer = MetaTrainer(inner_steps=3, n_pairs=1, seed=0)
+    trainer.outer_step()
+    state = trainer.state_dict()
+    before = copy.deepcopy(state)
+    other = MetaTrainer(inner_steps=3, n_pairs=1, seed=0)
+    other.load_state_dict(state)
+    other.outer_step()                          # Adam updates its moments in place
+    for index, moments in before["optimizer"]["state"].items():
+        for key, value in moments.items():
+            assert torch.equal(state["optimizer"]["state"][index][key], value), key
+    assert torch.equal(state["phi"], before["phi"])
+    assert torch.equal(state["generator"], before["generator"])
+    assert state["rng"] == before["rng"] and state["curve"] == before["curve"]

@@ -4,15 +4,18 @@ import copy
 import json
 import math
 import pathlib
+import pickle
 import signal
 import sys
 import time
+import warnings
 
 import numpy as np
 import torch
 
 from .. import __version__
-from .._io import atomic_write, atomic_write_text
+from .._io import (DirectoryInUseError, DirectoryLock, atomic_write, atomic_write_text,
+                   remove_stale_temporaries)
 from ..samplers import MetaSampler
 from ..samplers._l2e import GRADIENT_DECAYS
 from ._es import antithetic_es_gradient
@@ -20,6 +23,10 @@ from ._inner import bma_meta_loss, ce_meta_loss, make_l2e, run_chains
 from ._tasks import TaskDistribution
 
 PRETRAINED = pathlib.Path(__file__).parent / "pretrained" / "l2e_default.npz"
+#: what a run writes in its directory: the checkpoint (the run's record) and the files derived
+#: from it
+OUTPUTS = ("checkpoint.pt", "l2e_meta.npz", "l2e_meta.json", "curve.json")
+_STATE_KEYS = ("phi", "optimizer", "step", "curve", "config", "rng", "generator")
 
 
 def load_default_meta_sampler():
@@ -227,21 +234,51 @@ class MetaTrainer:
                 "torch_rng": torch.get_rng_state()}
 
     def load_state_dict(self, state):
-        """Restore a :meth:`state_dict`; its config must equal this trainer's."""
+        """Restore a :meth:`state_dict`; its config must equal this trainer's.
+
+        ``state`` is copied, not aliased: it stays as it was while this trainer goes on
+        (torch's ``Optimizer.load_state_dict`` keeps the tensors it is given, and Adam updates
+        them in place).
+
+        Raises
+        ------
+        ValueError
+            If ``state`` is not a meta-training state of this trainer's shape and settings.
+        """
+        if not isinstance(state, dict) or not isinstance(state.get("config"), dict):
+            raise ValueError(f"not a meta-training state: expected a dict with {_STATE_KEYS}")
+        missing = [k for k in _STATE_KEYS if k not in state]
+        if missing:
+            raise ValueError(f"the meta-training state lacks {missing}")
         changed = {k: (state["config"].get(k), v) for k, v in self.config.items()
                    if state["config"].get(k) != v}
         if changed:
             raise ValueError("the checkpoint was made with other settings (checkpoint, now): "
                              + ", ".join(f"{k}: {a!r} != {b!r}" for k, (a, b) in
                                          sorted(changed.items())))
+        phi, step, curve = state["phi"], state["step"], state["curve"]
+        if not (isinstance(phi, torch.Tensor) and phi.shape == self.phi.shape
+                and phi.dtype == self.phi.dtype):
+            raise ValueError(f"phi must be a {self.phi.dtype} tensor of shape "
+                             f"{tuple(self.phi.shape)}, got {phi!r:.80}")
+        if not torch.isfinite(phi).all():
+            raise ValueError("the meta-parameters phi hold NaN or inf")
+        if isinstance(step, bool) or not isinstance(step, int) or step < 0 or not (
+                isinstance(curve, list) and len(curve) == step):
+            raise ValueError(f"the state's step ({step!r}) and meta-loss curve (one entry per "
+                             "step) disagree")
+        try:
+            self.optimizer.load_state_dict(copy.deepcopy(state["optimizer"]))
+            self.rng.bit_generator.state = copy.deepcopy(state["rng"])
+            self.generator.set_state(state["generator"])
+            if "torch_rng" in state:
+                torch.set_rng_state(state["torch_rng"])
+        except (KeyError, TypeError, ValueError, RuntimeError) as exc:
+            raise ValueError(f"the optimiser or random state is malformed "
+                             f"({type(exc).__name__}: {exc})") from None
         with torch.no_grad():
-            self.phi.copy_(state["phi"])
-        self.optimizer.load_state_dict(state["optimizer"])
-        self.step, self.curve = state["step"], list(state["curve"])
-        self.rng.bit_generator.state = state["rng"]
-        self.generator.set_state(state["generator"])
-        if "torch_rng" in state:
-            torch.set_rng_state(state["torch_rng"])
+            self.phi.copy_(phi)
+        self.step, self.curve = step, list(curve)
 
 
 def _parse(argv):
@@ -252,7 +289,8 @@ def _parse(argv):
         description="Meta-train an L2E meta-sampler with antithetic ES on CPU-sized tasks. "
                     "Writes OUT/checkpoint.pt, OUT/l2e_meta.npz (+ .json card) and "
                     "OUT/curve.json, each atomically; SIGINT / SIGTERM save the last completed "
-                    "outer step and exit; --resume continues exactly.")
+                    "outer step and exit; --resume continues exactly. One run at a time owns "
+                    "OUT (a lock on OUT/.lock).")
     parser.add_argument("--out", required=True, help="output directory")
     parser.add_argument("--outer-steps", type=int, default=1000)
     parser.add_argument("--inner-steps", type=int, default=600)
@@ -287,12 +325,6 @@ def _parse(argv):
     if not (math.isfinite(args.temperature) and args.temperature >= 0):
         parser.error(f"--temperature must be a finite non-negative number, got "
                      f"{args.temperature}")
-    ckpt = pathlib.Path(args.out) / "checkpoint.pt"
-    if args.resume and not ckpt.exists():
-        parser.error(f"--resume: no checkpoint at {ckpt}")
-    if not args.resume and ckpt.exists():
-        parser.error(f"{ckpt} exists: pass --resume to continue that run, or choose another "
-                     "--out")
     return parser, args
 
 
@@ -301,44 +333,144 @@ class _Stop(Exception):
 
 
 def _write_outputs(out, state, meta, curve):
+    """The checkpoint first (the run's record), then the files derived from it."""
     atomic_write(out / "checkpoint.pt", lambda f: torch.save(state, f))
+    _write_derived(out, meta, curve)
+
+
+def _write_derived(out, meta, curve):
     meta.save(out / "l2e_meta")
     atomic_write_text(out / "curve.json", json.dumps(curve))
+
+
+def _derived_match(out, state):
+    """Whether ``l2e_meta.npz``, its card and ``curve.json`` hold the step of ``state``."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")      # an unreadable card is a mismatch here
+            meta = MetaSampler.load(out / "l2e_meta.npz")
+        curve = json.loads((out / "curve.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError, Warning):
+        return False
+    return (meta.card.get("outer_steps") == state["step"]
+            and torch.equal(meta.flat_parameters().detach(), state["phi"].float())
+            and curve == json.loads(json.dumps(state["curve"])))
+
+
+def _own_out(parser, out):
+    """Create ``out`` if needed and lock it for this process (:class:`DirectoryLock`)."""
+    if out.exists() and not out.is_dir():
+        parser.error(f"--out {out} exists and is not a directory")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        return DirectoryLock(out).acquire()
+    except DirectoryInUseError as exc:
+        holder = f"pid {exc.pid}" if exc.pid is not None else "pid unknown"
+        parser.error(f"--out {out} is in use by another meta-training run ({holder}): wait "
+                     "for it to finish or choose another --out")
+    except (OSError, ValueError) as exc:        # ValueError: a NUL byte in the path
+        parser.error(f"--out {out}: cannot create or write this directory "
+                     f"({getattr(exc, 'strerror', None) or exc})")
+
+
+def _first_line(exc):
+    return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+
+
+def _load_checkpoint(parser, ckpt):
+    """``torch.load`` with ``weights_only=True``: a checkpoint holds only tensors, numbers,
+    strings, lists, tuples and dicts, so nothing in a run directory can run code on
+    ``--resume``. Every failure is a usage error naming the file."""
+    try:
+        return torch.load(ckpt, weights_only=True)
+    except pickle.UnpicklingError as exc:
+        if "Weights only load failed" in str(exc):
+            unsupported = [line.strip() for line in str(exc).splitlines()
+                           if "global" in line.lower()]  # the torch line naming the object
+            parser.error(f"--resume: refusing to load {ckpt}: it holds objects other than "
+                         "tensors, numbers, strings, lists and dicts (unpickling them could run "
+                         "code), so this trainer did not write it"
+                         + (f" ({unsupported[0]})" if unsupported else ""))
+        parser.error(f"--resume: cannot read the checkpoint {ckpt}: it is truncated or not a "
+                     f"checkpoint ({type(exc).__name__}: {_first_line(exc)})")
+    except Exception as exc:  # zip, EOF and I/O errors of a truncated or foreign file
+        parser.error(f"--resume: cannot read the checkpoint {ckpt}: it is truncated or not a "
+                     f"checkpoint ({type(exc).__name__}: {_first_line(exc)})")
 
 
 def main(argv=None):
     """The command line: ``python -m sklmoo.meta.train --out DIR ...`` (see ``--help``).
 
     Exit status 0 when the run is complete, 130 when SIGINT / SIGTERM stopped it (after saving
-    the last completed outer step), 2 for invalid arguments or a conflicting ``--resume``."""
+    the last completed outer step), 2 for invalid arguments, an unusable ``--out``, a
+    directory another run owns, or a conflicting or unreadable ``--resume``.
+
+    The run directory ``DIR`` is owned by this process for the whole run (a lock on
+    ``DIR/.lock``, released by the kernel however the process ends). Its files:
+
+    * ``checkpoint.pt``, the run's record, written first at every save;
+    * ``l2e_meta.npz`` + ``l2e_meta.json`` (the card) and ``curve.json``, derived from the
+      checkpoint and written after it.
+
+    Each file is replaced atomically, so a reader never sees a half-written file. A process
+    killed between the writes (SIGKILL, power loss; SIGINT and SIGTERM finish the writes)
+    leaves the derived files one save behind the checkpoint, and may leave the temporary of
+    the write it was in: the next start removes such temporaries of dead writers, and
+    ``--resume`` compares the derived files with the checkpoint and rewrites them from it
+    when they differ, so after any start the directory holds one consistent step. (Writing
+    several files atomically as one would need a directory swap that readers follow; the
+    checkpoint already holds everything the other files are made from.)
+    """
     from tqdm import tqdm
 
     parser, args = _parse(argv)
-    torch.set_num_threads(args.threads)
     out = pathlib.Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
+    ckpt = out / "checkpoint.pt"
+    if args.resume and not ckpt.is_file():      # before creating anything
+        parser.error(f"--resume: no checkpoint at {ckpt}")
+    lock = _own_out(parser, out)
     client = None
-    if args.scheduler is not None:
-        try:
-            from dask.distributed import Client
-        except ImportError:
-            parser.error("--scheduler needs dask.distributed: pip install 'dask[distributed]'")
-        try:
-            client = Client(args.scheduler, timeout="10s")
-        except (OSError, TimeoutError) as exc:
-            parser.error(f"--scheduler: cannot reach a Dask scheduler at {args.scheduler} "
-                         f"({exc})")
-        client.run(torch.set_num_threads, args.threads)
+    try:
+        # nobody else writes in `out` now: a temporary there is a dead writer's
+        removed = remove_stale_temporaries(out, OUTPUTS)
+        if removed:
+            print(f"removed temporaries of an interrupted run: "
+                  f"{', '.join(p.name for p in removed)}", file=sys.stderr)
+        if not args.resume and ckpt.exists():
+            parser.error(f"{ckpt} exists: pass --resume to continue that run, or choose "
+                         "another --out")
+        torch.set_num_threads(args.threads)
+        if args.scheduler is not None:
+            try:
+                from dask.distributed import Client
+            except ImportError:
+                parser.error("--scheduler needs dask.distributed: pip install "
+                             "'dask[distributed]'")
+            try:
+                client = Client(args.scheduler, timeout="10s")
+            except (OSError, TimeoutError) as exc:
+                parser.error(f"--scheduler: cannot reach a Dask scheduler at "
+                             f"{args.scheduler} ({exc})")
+            client.run(torch.set_num_threads, args.threads)
+        return _train(parser, args, argv, out, client, tqdm)
+    finally:
+        if client is not None:
+            client.close()
+        lock.release()
+
+
+def _train(parser, args, argv, out, client, tqdm):
     trainer = MetaTrainer(inner_steps=args.inner_steps, n_pairs=args.n_pairs, sigma=args.sigma,
                           lr=args.lr, meta_loss=args.meta_loss, step_size=args.step_size,
                           temperature=args.temperature, seed=args.seed, client=client,
                           pairs_per_job=args.pairs_per_job)
     ckpt = out / "checkpoint.pt"
     if args.resume:
+        state = _load_checkpoint(parser, ckpt)
         try:
-            trainer.load_state_dict(torch.load(ckpt, weights_only=False))
+            trainer.load_state_dict(state)
         except ValueError as exc:
-            parser.error(f"--resume: {exc}")
+            parser.error(f"--resume: {ckpt}: {exc}")
     command = "python -m sklmoo.meta.train " + " ".join(
         argv if argv is not None else sys.argv[1:])
     start = time.time()
@@ -349,12 +481,15 @@ def main(argv=None):
         meta.card["wall_seconds_this_run"] = round(time.time() - start, 1)
         return trainer.state_dict(), meta, list(trainer.curve)
 
+    last = snapshot()                       # the state after the last completed outer step
+    if args.resume and not _derived_match(out, last[0]):
+        _write_derived(out, *last[1:])      # killed between the writes of the last save
+
     def on_term(signum, frame):
         raise _Stop()
 
     previous = {signal.SIGTERM: signal.signal(signal.SIGTERM, on_term),
                 signal.SIGINT: signal.getsignal(signal.SIGINT)}
-    last = snapshot()                       # the state after the last completed outer step
     bar = tqdm(total=args.outer_steps, initial=trainer.step, desc="meta-training")
     try:
         while trainer.step < args.outer_steps:
@@ -364,8 +499,6 @@ def main(argv=None):
             bar.set_postfix(meta_loss=f"{loss:.3f}", task=name[:24])
             if step % args.checkpoint_every == 0 or step == args.outer_steps:
                 _write_outputs(out, *last)
-        if trainer.step == last[0]["step"] and not (out / "l2e_meta.npz").exists():
-            _write_outputs(out, *last)
     except (KeyboardInterrupt, _Stop):
         # no second interrupt while the last completed step is written
         signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -378,7 +511,5 @@ def main(argv=None):
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
-        if client is not None:
-            client.close()
     bar.close()
     return trainer
