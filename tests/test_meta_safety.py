@@ -296,3 +296,11 @@ def test_a_restored_state_is_copied_not_aliased():
     assert torch.equal(state["phi"], before["phi"])
     assert torch.equal(state["generator"], before["generator"])
     assert state["rng"] == before["rng"] and state["curve"] == before["curve"]
+
+
+def test_a_meta_sampler_card_does_not_alias_the_trainer_settings():
+    trainer = MetaTrainer(inner_steps=3, n_pairs=1, seed=0)
+    meta = trainer.meta_sampler()
+    meta.card["config"]["sigma"] = 5.0
+    assert trainer.config["sigma"] == 0.01
+    assert trainer.state_dict()["config"]["sigma"] == 0.01

@@ -217,7 +217,8 @@ class MetaTrainer:
                                   self.meta.unflatten(self.phi.detach()).items()})
 
     def card(self):
-        return {"sklmoo_version": __version__, "config": self.config,
+        # a copy: a card edited by its reader must not change the run's settings
+        return {"sklmoo_version": __version__, "config": dict(self.config),
                 "task_distribution": self.tasks.describe(), "outer_steps": self.step,
                 "meta_loss_curve": [[s, round(v, 5)] for s, v, _ in self.curve],
                 "seed": self.config["seed"], "torch_version": torch.__version__}
