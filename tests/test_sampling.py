@@ -138,3 +138,21 @@ def test_float32_particles_with_float64_targets_keep_their_dtype():
     init = torch.randn(6, 2, generator=torch.Generator().manual_seed(0))
     res = sample_multi_target(targets, init, 5, kernel=LogDensityRBFKernel(0.5))
     assert res.particles.dtype == torch.float32 and torch.isfinite(res.particles).all()
+
+
+def test_l2_task_normalisation_moves_the_task_beside_a_100x_smaller_gradient():
+    # task A's log-density is 100x flatter than task B's: the plain min-norm weights go to A
+    # (the small gradient) and B's loss hardly moves; after 'l2' B's loss falls as fast as A's
+    a, b = torch.tensor([2.0, 0.0]), torch.tensor([0.0, 2.0])
+    targets = [lambda x: -0.005 * ((x - a) ** 2).sum(1), lambda x: -0.5 * ((x - b) ** 2).sum(1)]
+    init = torch.randn(8, 2, generator=torch.Generator().manual_seed(0)) * 0.3 - 3.0
+    loss_b = lambda x: float(((x - b) ** 2).sum(1).mean())  # noqa: E731
+    moved = {}
+    for norm in ("none", "l2"):
+        out = sample_multi_target(targets, init, 300, method="mtsgd", optimizer="sgd", lr=0.05,
+                                  repulsion=0.0, task_normalization=norm).particles
+        moved[norm] = loss_b(init) - loss_b(out)
+    assert moved["none"] < 0.1 * loss_b(init)
+    assert moved["l2"] > 0.5 * loss_b(init)
+    with pytest.raises(ValueError, match="task_normalization"):
+        sample_multi_target(targets, init, 1, task_normalization="L2")

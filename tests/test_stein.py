@@ -197,3 +197,78 @@ def test_samplers_layer_does_not_import_sklearn():
     code = "import sys, sklmoo.samplers; print(any(m.startswith(('sklearn', 'skorch')) for m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+# -- task normalisation (issue 19) ---------------------------------------------------------------
+
+def _unit(s):
+    return s / s.norm(dim=-1, keepdim=True)
+
+
+@pytest.mark.parametrize("rule", [MTSGD(repulsion=0.5, task_normalization="l2"),
+                                  MOOSVGD(repulsion=0.5, task_normalization="l2"),
+                                  MGDA(task_normalization="l2")])
+def test_l2_normalised_weights_ignore_a_task_loss_scale(rule):
+    x, s = _problem(11, m=6, d=4, k=3)
+    scaled = s.clone()
+    scaled[1] *= 100.0                 # task 1's loss multiplied by 100
+    phi, info = rule.direction(x, s)
+    phi_scaled, info_scaled = rule.direction(x, scaled)
+    torch.testing.assert_close(info_scaled.weights, info.weights, rtol=1e-6, atol=1e-8)
+    torch.testing.assert_close(phi_scaled, phi, rtol=1e-6, atol=1e-8)
+    # without the normalisation the scaled task's weight collapses
+    plain = type(rule)() if isinstance(rule, MGDA) else type(rule)(repulsion=0.5)
+    w_scaled = plain.direction(x, scaled)[1].weights
+    assert float(w_scaled[..., 1].mean()) < 0.1
+
+
+def test_normalised_mtsgd_is_mtsgd_on_the_normalised_scores_and_lemma1_holds():
+    # what is sampled: exactly MT-SGD (U, weights, direction) on s_k / ||s_k|| per particle, so
+    # the autograd reference Gram matrix and Lemma 1 hold for the rescaled Stein directions
+    for seed in range(8):
+        x, s = _problem(20 + seed, m=3 + seed % 4, d=2 + seed % 3, k=2 + seed % 3)
+        c = [1.0, 0.2][seed % 2]
+        phi, info = MTSGD(repulsion=c, task_normalization="l2").direction(x, s)
+        phi_ref, info_ref = MTSGD(repulsion=c).direction(x, _unit(s))
+        torch.testing.assert_close(phi, phi_ref)
+        torch.testing.assert_close(info.weights, info_ref.weights)
+        u = _reference_gram(x, _unit(s), _rbf(info.sigma2), c)
+        torch.testing.assert_close(info.gram, u, rtol=1e-10, atol=1e-12)
+        w = info.weights
+        norm2 = w @ u @ w
+        assert ((u @ w) >= norm2 - 1e-9 * max(1.0, float(norm2))).all()
+
+
+def test_normalised_drive_with_one_task_is_svgd_or_gradient_descent_up_to_its_scale():
+    x, s = _problem(30, m=7, d=3, k=1)
+    # SVGD with each particle's score divided by its norm ('l2') or by its loss ('loss')
+    phi, info = SVGD(repulsion=0.4, task_normalization="l2").direction(x, s[0])
+    torch.testing.assert_close(phi, _reference_svgd(x, _unit(s[0]), _rbf(info.sigma2), 0.4))
+    losses = torch.linspace(0.5, 3.0, 7, dtype=torch.float64)
+    phi, info = MTSGD(repulsion=0.4, task_normalization="loss").direction(
+        x, s, log_densities=-losses[:, None])
+    torch.testing.assert_close(phi, _reference_svgd(x, s[0] / losses[:, None],
+                                                    _rbf(info.sigma2), 0.4))
+    # no kernel: normalised gradient descent, each particle along s / ||s||
+    torch.testing.assert_close(MGDA(task_normalization="l2").direction(x, s)[0], _unit(s[0]))
+    torch.testing.assert_close(
+        LinearScalarization(task_normalization="loss+").direction(
+            x, s, log_densities=-losses[:, None])[0], _unit(s[0]) / losses[:, None])
+
+
+def test_normalize_task_scores_edge_cases_and_validation():
+    from sklmoo.samplers import normalize_task_scores
+    s = torch.tensor([[[0.0, 0.0], [3.0, 4.0]]])
+    torch.testing.assert_close(normalize_task_scores(s, "l2"),
+                               torch.tensor([[[0.0, 0.0], [0.6, 0.8]]]))   # zero stays zero
+    assert normalize_task_scores(s, "none") is s
+    with pytest.raises(ValueError, match="needs the losses"):
+        normalize_task_scores(s, "loss")
+    with pytest.raises(ValueError, match="positive"):
+        normalize_task_scores(s, "loss", log_densities=torch.tensor([[1.0], [-1.0]]))
+    with pytest.raises(ValueError, match=r"\(M, K\)"):
+        normalize_task_scores(s, "loss+", log_densities=torch.tensor([-1.0, -1.0, -1.0]))
+    with pytest.raises(ValueError, match="task_normalization must be one of"):
+        MTSGD(task_normalization="max")
+    with pytest.raises(ValueError, match="task_normalization must be one of"):
+        MGDA(task_normalization=None)

@@ -17,7 +17,7 @@ from skorch.utils import to_numpy, to_tensor
 
 from ..nn import (METHODS, FunctionSpace, MultiTaskParticleNet, make_update_rules,
                   member_factory, multitask_particle_step)
-from ..samplers import LinearScalarization, PrecomputedKernel, RBFKernel
+from ..samplers import TASK_NORMALIZATIONS, LinearScalarization, PrecomputedKernel, RBFKernel
 from ._guard import SklmooNetMixin
 
 
@@ -34,6 +34,8 @@ class MTSGDNetBase(SklmooNetMixin, NeuralNet):
     """
 
     _member_kind = "particle"
+    #: the task_normalization values this estimator's losses allow
+    _task_normalizations = TASK_NORMALIZATIONS
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -48,6 +50,9 @@ class MTSGDNetBase(SklmooNetMixin, NeuralNet):
             raise ValueError(f"method must be one of {METHODS}, got {self.method!r}")
         if self.kernel not in ("function", "parameter"):
             raise ValueError(f"kernel must be 'function' or 'parameter', got {self.kernel!r}")
+        if self.task_normalization not in self._task_normalizations:
+            raise ValueError(f"task_normalization must be one of {self._task_normalizations}, "
+                             f"got {self.task_normalization!r}")
         if not isinstance(self.smooth_drive, (bool, np.bool_)):
             raise ValueError(f"smooth_drive must be True or False, got {self.smooth_drive!r}")
         for name, low in (("warmup_epochs", 0), ("n_particles", 1), ("max_epochs", 0)):
@@ -176,7 +181,8 @@ class MTSGDNetBase(SklmooNetMixin, NeuralNet):
         else:
             trunk_kernel = head_kernel = RBFKernel(self.bandwidth)
         self.rules_ = make_update_rules(self.method, trunk_kernel, self.repulsion,
-                                        self.head_repulsion, head_kernel=head_kernel)
+                                        self.head_repulsion, head_kernel=head_kernel,
+                                        task_normalization=self.task_normalization)
         m, t = self.n_particles, self.n_tasks_
         # particle i's task weights, spread over the simplex (one-hot corners first)
         grid = (np.arange(m)[:, None] + np.arange(t)[None, :] * max(1, m // t)) % m
@@ -226,7 +232,7 @@ class MTSGDNetBase(SklmooNetMixin, NeuralNet):
             function_space = FunctionSpace(features, y_pred, self.bandwidth, self.smooth_drive)
         try:
             info = multitask_particle_step(
-                self.module_, [None if x is None else x.sum() for x in losses],
+                self.module_, losses,
                 trunk_rule, head_rule, function_space)
         except FloatingPointError as exc:
             raise FloatingPointError(f"sampler diverged in epoch {epoch}: {exc}") from exc

@@ -74,6 +74,13 @@ class MTSGDMultiTaskClassifier(ClassifierMixin, MTSGDNetBase):
         Epochs at the start during which particle i follows its own fixed task weights, spread
         over the simplex (as the authors' code does in its first epoch), before the rule of
         ``method`` takes over; heads follow their gradients meanwhile.
+    task_normalization : {'none', 'l2', 'loss', 'loss+'}, default='none'
+        How each particle's per-task trunk gradient is rescaled before the trunk rule weighs
+        the tasks (:func:`~sklmoo.samplers.normalize_task_scores`): ``'l2'`` to unit norm (the
+        MT-SGD authors' training script), ``'loss'`` / ``'loss+'`` divided by the task's loss
+        (resp. loss times norm; Sener & Koltun 2018). Without it the min-norm weights favour
+        the task whose gradient is small (the easy, converged one) and starve a hard task
+        (``docs/benchmarks/unequal_tasks.md``). Heads are never rescaled.
     input_shape : tuple of int, optional
         Shape of one sample when images are passed flat, e.g. ``(1, 12, 12)``.
     missing_label : scalar, optional
@@ -115,7 +122,8 @@ class MTSGDMultiTaskClassifier(ClassifierMixin, MTSGDNetBase):
 
     def __init__(self, module=None, *, n_particles=5, method="mtsgd", kernel="parameter",
                  smooth_drive=False, bandwidth="median", repulsion=1e-3, head_repulsion=1e-2,
-                 warmup_epochs=0, input_shape=None, missing_label=None,
+                 warmup_epochs=0, task_normalization="none", input_shape=None,
+                 missing_label=None,
                  random_state=None, criterion=torch.nn.CrossEntropyLoss,
                  optimizer=torch.optim.Adam, lr=1e-3, max_epochs=20, batch_size=64,
                  train_split=None, verbose=0, **kwargs):
@@ -127,6 +135,7 @@ class MTSGDMultiTaskClassifier(ClassifierMixin, MTSGDNetBase):
         self.kernel = kernel
         self.smooth_drive = smooth_drive
         self.warmup_epochs = warmup_epochs
+        self.task_normalization = task_normalization
         self.bandwidth = bandwidth
         self.repulsion = repulsion
         self.head_repulsion = head_repulsion

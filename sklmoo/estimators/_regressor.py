@@ -55,6 +55,9 @@ class MTSGDRegressor(RegressorMixin, MTSGDNetBase):
         repulsion is negligible and its smoothed head drive blurs the particles' fits.
     smooth_drive, bandwidth, repulsion, head_repulsion, warmup_epochs, input_shape
         As in :class:`~sklmoo.MTSGDMultiTaskClassifier`.
+    task_normalization : {'none', 'l2'}, default='none'
+        As in the classifier; the loss-based ones are not offered because a Gaussian NLL can be
+        negative.
     heteroscedastic : bool, default=False
         False: one learned noise scale per output and particle. True: the heads also predict
         a per-sample noise scale (input-dependent aleatoric uncertainty).
@@ -99,9 +102,12 @@ class MTSGDRegressor(RegressorMixin, MTSGDNetBase):
     (3, 4, 3)
     """
 
+    _task_normalizations = ("none", "l2")
+
     def __init__(self, module=None, *, n_particles=5, method="mtsgd", kernel="function",
                  smooth_drive=False, bandwidth="median", repulsion=1e-3, head_repulsion=1e-2,
-                 warmup_epochs=0, heteroscedastic=False, normalize_y=True, input_shape=None,
+                 warmup_epochs=0, task_normalization="none", heteroscedastic=False,
+                 normalize_y=True, input_shape=None,
                  random_state=None, criterion=torch.nn.GaussianNLLLoss,
                  optimizer=torch.optim.Adam, lr=1e-3, max_epochs=50, batch_size=64,
                  train_split=None, verbose=0, **kwargs):
@@ -113,6 +119,7 @@ class MTSGDRegressor(RegressorMixin, MTSGDNetBase):
         self.kernel = kernel
         self.smooth_drive = smooth_drive
         self.warmup_epochs = warmup_epochs
+        self.task_normalization = task_normalization
         self.bandwidth = bandwidth
         self.repulsion = repulsion
         self.head_repulsion = head_repulsion

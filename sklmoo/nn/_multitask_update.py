@@ -15,8 +15,13 @@ from ._ensemble import flatten_particles, unflatten_like
 from ._function_kernel import function_space_terms
 
 
-def make_update_rules(method, kernel, repulsion, head_repulsion, head_kernel=None):
+def make_update_rules(method, kernel, repulsion, head_repulsion, head_kernel=None,
+                      task_normalization="none"):
     """``(trunk_rule, head_rule)`` for a method name (``head_kernel`` defaults to ``kernel``).
+
+    ``task_normalization`` rescales each particle's per-task trunk score before the trunk rule
+    weighs the tasks (:func:`~sklmoo.samplers.normalize_task_scores`; ``'l2'`` is the MT-SGD
+    authors' unit norm); the heads, one task each, are never rescaled.
 
     * ``'mtsgd'``: trunk by MT-SGD over the T task posteriors (Eq. 7), heads by SVGD (Eq. 9);
     * ``'moo_svgd'``: trunk by MOO-SVGD, heads by SVGD;
@@ -33,14 +38,15 @@ def make_update_rules(method, kernel, repulsion, head_repulsion, head_kernel=Non
     ('MTSGD', 'SVGD')
     """
     head_kernel = kernel if head_kernel is None else head_kernel
+    norm = dict(task_normalization=task_normalization)
     if method == "mtsgd":
-        return MTSGD(kernel, repulsion), SVGD(head_kernel, head_repulsion)
+        return MTSGD(kernel, repulsion, **norm), SVGD(head_kernel, head_repulsion)
     if method == "moo_svgd":
-        return MOOSVGD(kernel, repulsion), SVGD(head_kernel, head_repulsion)
+        return MOOSVGD(kernel, repulsion, **norm), SVGD(head_kernel, head_repulsion)
     if method == "mgda":
-        return MGDA(), LinearScalarization()
+        return MGDA(**norm), LinearScalarization()
     if method == "linear":
-        return LinearScalarization(), LinearScalarization()
+        return LinearScalarization(**norm), LinearScalarization()
     raise ValueError(f"method must be one of {METHODS}, got {method!r}")
 
 
@@ -50,13 +56,14 @@ def _set_grads(params, phi):
 
 
 def _is_plain_average(rule):
-    return isinstance(rule, LinearScalarization) and rule.weights is None
+    return (isinstance(rule, LinearScalarization) and rule.weights is None
+            and rule.task_normalization == "none")
 
 
 def _independent_ensemble_step(net, task_losses, active):
     # Linear scalarisation needs no per-task trunk scores: one backward pass of the summed task
     # losses gives every head its own gradient and the trunk the sum, averaged here.
-    total = torch.stack([task_losses[t] for t in active]).sum()
+    total = torch.stack([task_losses[t].sum() for t in active]).sum()
     params = net.trunk.member_parameters()
     heads = [p for t in active for p in net.heads[t].member_parameters()]
     grads = torch.autograd.grad(total, params + heads)
@@ -96,8 +103,10 @@ class FunctionSpace:
 @dataclass
 class StepInfo:
     """What one particle step computed: the trunk rule's task weights ((T,) or (M, T), zero
-    for tasks left out) and the repulsion / drive norm ratios of the trunk and of the heads
-    (mean over tasks; None for rules without repulsion).
+    for tasks left out), the repulsion / drive norm ratios of the trunk and of the heads
+    (mean over tasks; None for rules without repulsion) and the norms themselves (the heads':
+    mean over tasks): a ratio above 1 is harmless when the drive has vanished because the task
+    is fitted, and a warning when the repulsion outweighs the drive's scale.
 
     Examples
     --------
@@ -110,6 +119,10 @@ class StepInfo:
     weights: torch.Tensor
     trunk_repulsion_ratio: Optional[float] = None
     head_repulsion_ratio: Optional[float] = None
+    trunk_drive_norm: Optional[float] = None
+    trunk_repulsion_norm: Optional[float] = None
+    head_drive_norm: Optional[float] = None
+    head_repulsion_norm: Optional[float] = None
 
 
 def multitask_particle_step(net, task_losses, trunk_rule, head_rule, function_space=None):
@@ -118,10 +131,12 @@ def multitask_particle_step(net, task_losses, trunk_rule, head_rule, function_sp
     Parameters
     ----------
     net : MultiTaskParticleNet
-    task_losses : list of T scalar tensors or None
-        Task t's loss summed over particles (each particle's own mean mini-batch loss), so one
-        backward pass gives every particle its own gradient; None for a task with no labelled
-        sample in the batch (its head is left without a gradient and it is left out of the QP).
+    task_losses : list of T tensors or None
+        Task t's loss per particle, (M,) (each particle's own mean mini-batch loss), or its sum
+        over the particles (a scalar); one backward pass of the sum gives every particle its own
+        gradient. None for a task with no labelled sample in the batch (its head is left without
+        a gradient and it is left out of the QP). The loss-based ``task_normalization`` of the
+        trunk rule needs the (M,) form.
     trunk_rule, head_rule : direction rules (see :func:`make_update_rules`)
     function_space : FunctionSpace, optional
         Use RBF kernels on the trunks' features and on each task's logits (pulled back to the
@@ -163,10 +178,14 @@ def multitask_particle_step(net, task_losses, trunk_rule, head_rule, function_sp
         return StepInfo(_independent_ensemble_step(net, task_losses, active))
     fs = function_space
     n_trunk = len(trunk_params)
-    trunk_scores, head_ratios = [], []
+    per_particle = all(task_losses[t].ndim == 1 for t in active)
+    # log p_t / N = -mean loss per particle, (M, T): what the loss-based normalisations divide by
+    log_densities = (torch.stack([-task_losses[t].detach() for t in active], dim=1)
+                     if per_particle else None)
+    trunk_scores, head_ratios, head_norms = [], [], []
     for i, t in enumerate(active):
         head_params = net.heads[t].member_parameters()
-        grads = torch.autograd.grad(task_losses[t], trunk_params + head_params,
+        grads = torch.autograd.grad(task_losses[t].sum(), trunk_params + head_params,
                                     retain_graph=fs is not None or i < len(active) - 1)
         trunk_scores.append(-flatten_particles(grads[:n_trunk]))
         head_scores = -flatten_particles(grads[n_trunk:])
@@ -177,15 +196,25 @@ def multitask_particle_step(net, task_losses, trunk_rule, head_rule, function_sp
         phi_head, head_info = head_rule.direction(flatten_particles(head_params).detach(),
                                                   head_scores[None])
         head_ratios.append(getattr(head_info, "repulsion_ratio", None))
+        head_norms.append((getattr(head_info, "drive_norm", None),
+                           getattr(head_info, "repulsion_norm", None)))
         _set_grads(head_params, phi_head)
     if fs is not None:
         trunk_rule.kernel.use(function_space_terms(fs.features, trunk_params, fs.bandwidth,
                                                    fs.smooth_drive))
     phi, info = trunk_rule.direction(flatten_particles(trunk_params).detach(),
-                                     torch.stack(trunk_scores))
+                                     torch.stack(trunk_scores), log_densities=log_densities)
     _set_grads(trunk_params, phi)
     weights = info.weights.new_zeros(info.weights.shape[:-1] + (len(task_losses),))
     weights[..., active] = info.weights
     ratios = [r for r in head_ratios if r is not None]
+    norms = [(float(d), float(r)) for d, r in head_norms if d is not None and r is not None]
     return StepInfo(weights, info.repulsion_ratio,
-                    float(sum(ratios) / len(ratios)) if ratios else None)
+                    float(sum(ratios) / len(ratios)) if ratios else None,
+                    _float_or_none(info.drive_norm), _float_or_none(info.repulsion_norm),
+                    sum(d for d, _ in norms) / len(norms) if norms else None,
+                    sum(r for _, r in norms) / len(norms) if norms else None)
+
+
+def _float_or_none(x):
+    return None if x is None else float(x)

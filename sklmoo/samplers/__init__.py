@@ -11,11 +11,12 @@ from ._optim import SamplerOptimizer
 from ._registry import DEFAULT_STEP_SIZES, SGMCMC_SAMPLERS, make_sgmcmc
 from ._sgmcmc import SGHMC, CyclicalSGHMC, SGHMCState
 from ._simplex_qp import min_norm_weights, project_to_simplex
-from ._stein import MGDA, MOOSVGD, MTSGD, SVGD, DirectionInfo, LinearScalarization, stein_gram
+from ._stein import (MGDA, MOOSVGD, MTSGD, SVGD, TASK_NORMALIZATIONS, DirectionInfo,
+                     LinearScalarization, normalize_task_scores, stein_gram)
 
 __all__ = [
     "RBFKernel", "LogDensityRBFKernel", "PrecomputedKernel", "MULTI_TARGET_METHODS", "SteinKernelTerms", "pairwise_sq_dists", "min_norm_weights", "project_to_simplex",
-    "stein_gram", "DirectionInfo", "SVGD", "MTSGD", "MOOSVGD", "MGDA", "LinearScalarization",
+    "stein_gram", "normalize_task_scores", "TASK_NORMALIZATIONS", "DirectionInfo", "SVGD", "MTSGD", "MOOSVGD", "MGDA", "LinearScalarization",
     "METHODS", "SamplerOptimizer", "SGMCMC_SAMPLERS", "DEFAULT_STEP_SIZES", "make_sgmcmc", "SGHMC", "CyclicalSGHMC", "SGHMCState", "L2E", "L2EState", "MetaSampler",
     "l2e_features", "meta_mlp", "make_direction_rule", "sample_multi_target", "scores_of", "SamplingResult",
 ]

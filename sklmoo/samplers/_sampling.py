@@ -7,7 +7,7 @@ import math
 
 import torch
 
-from ._stein import MGDA, MOOSVGD, MTSGD, SVGD, LinearScalarization
+from ._stein import MGDA, MOOSVGD, MTSGD, SVGD, TASK_NORMALIZATIONS, LinearScalarization
 
 #: the multi-target update rules (the MT-SGD paper's method and its baselines), one registry for
 #: the samplers, the network update, the estimators, the demo and the benchmarks
@@ -16,8 +16,9 @@ MULTI_TARGET_METHODS = ("mtsgd", "moo_svgd", "mgda", "linear")
 METHODS = MULTI_TARGET_METHODS + ("svgd",)
 
 
-def make_direction_rule(method, kernel=None, repulsion=1.0):
-    """The direction rule object for a method name (see :data:`METHODS`).
+def make_direction_rule(method, kernel=None, repulsion=1.0, task_normalization="none"):
+    """The direction rule object for a method name (see :data:`METHODS`); every rule rescales
+    the scores by ``task_normalization`` first (see :func:`normalize_task_scores`).
 
     Examples
     --------
@@ -25,16 +26,17 @@ def make_direction_rule(method, kernel=None, repulsion=1.0):
     >>> type(make_direction_rule("mtsgd", repulsion=0.5)).__name__
     'MTSGD'
     """
+    norm = dict(task_normalization=task_normalization)
     if method == "mtsgd":
-        return MTSGD(kernel=kernel, repulsion=repulsion)
+        return MTSGD(kernel=kernel, repulsion=repulsion, **norm)
     if method == "svgd":
-        return SVGD(kernel=kernel, repulsion=repulsion)
+        return SVGD(kernel=kernel, repulsion=repulsion, **norm)
     if method == "moo_svgd":
-        return MOOSVGD(kernel=kernel, repulsion=repulsion)
+        return MOOSVGD(kernel=kernel, repulsion=repulsion, **norm)
     if method == "mgda":
-        return MGDA()
+        return MGDA(**norm)
     if method == "linear":
-        return LinearScalarization()
+        return LinearScalarization(**norm)
     raise ValueError(f"method must be one of {METHODS}, got {method!r}")
 
 
@@ -116,8 +118,8 @@ def _make_optimizer(optimizer, params, lr, optimizer_kwargs):
 
 
 def sample_multi_target(log_probs, init, n_steps, *, method="mtsgd", optimizer="adam", lr=1e-2,
-                        kernel=None, repulsion=1.0, bounds=None, trace=False, trace_every=1,
-                        optimizer_kwargs=None):
+                        kernel=None, repulsion=1.0, task_normalization="none", bounds=None,
+                        trace=False, trace_every=1, optimizer_kwargs=None):
     r"""Move particles toward several unnormalised densities at once.
 
     Each step computes the scores :math:`s_k = \nabla\log p_k` at every particle by autograd,
@@ -143,6 +145,11 @@ def sample_multi_target(log_probs, init, n_steps, *, method="mtsgd", optimizer="
         it the values. With ``bounds``, its Jacobian is the projected scores.
     repulsion : float, default=1.0
         Coefficient of the repulsive kernel-gradient term (kernel methods only).
+    task_normalization : {'none', 'l2', 'loss', 'loss+'}, default='none'
+        Rescale each target's score at each particle before the rule combines them
+        (:func:`~sklmoo.samplers.normalize_task_scores`): ``'l2'`` to unit norm, ``'loss'`` /
+        ``'loss+'`` by :math:`-\log p_k` (which must then be positive). ``'none'`` samples the
+        targets themselves; see the docs' math page for what the others sample.
     bounds : (float, float), optional
         Box constraint (e.g. ZDT3's ``(0, 1)``): score components pointing out of the box at a
         particle on its boundary are zeroed before the direction is formed, and particles are
@@ -196,8 +203,11 @@ def sample_multi_target(log_probs, init, n_steps, *, method="mtsgd", optimizer="
             raise ValueError(f"bounds must be (low, high), got {bounds!r}") from None
         if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
             raise ValueError(f"bounds must be finite with low < high, got {bounds!r}")
-    rule = make_direction_rule(method, kernel=kernel,
-                               repulsion=repulsion)
+    if task_normalization not in TASK_NORMALIZATIONS:
+        raise ValueError(f"task_normalization must be one of {TASK_NORMALIZATIONS}, "
+                         f"got {task_normalization!r}")
+    rule = make_direction_rule(method, kernel=kernel, repulsion=repulsion,
+                               task_normalization=task_normalization)
     particles = init.detach().clone()
     opt = _make_optimizer(optimizer, particles, lr, optimizer_kwargs)
     result = SamplingResult(particles=particles)

@@ -13,6 +13,11 @@ import torch
 from ._kernels import RBFKernel
 from ._simplex_qp import min_norm_weights
 
+#: how each task's score is rescaled at each particle before the task weights and the drive are
+#: formed: 'none' (the paper's equations), 'l2' (unit norm, as the MT-SGD authors' training
+#: script), 'loss' and 'loss+' (divided by the loss, resp. loss times norm: Sener & Koltun 2018)
+TASK_NORMALIZATIONS = ("none", "l2", "loss", "loss+")
+
 
 @dataclass
 class DirectionInfo:
@@ -67,6 +72,76 @@ def _check_inputs(particles, scores):
     if not torch.isfinite(scores).all():
         raise FloatingPointError("scores contain NaN or inf: the sampler has diverged")
     return particles.detach(), scores.detach()
+
+
+def _check_task_normalization(task_normalization):
+    if task_normalization not in TASK_NORMALIZATIONS:
+        raise ValueError(f"task_normalization must be one of {TASK_NORMALIZATIONS}, "
+                         f"got {task_normalization!r}")
+    return task_normalization
+
+
+def normalize_task_scores(scores, task_normalization="none", log_densities=None):
+    r"""Rescale each task's score at each particle: :math:`\tilde s_k(\theta_m) =
+    s_k(\theta_m) / n_{km}`.
+
+    * ``'none'``: :math:`n_{km} = 1` (the scores are returned unchanged);
+    * ``'l2'``: :math:`n_{km} = \|s_k(\theta_m)\|` (unit norm per particle and task, as the
+      MT-SGD authors' training script does before it builds U);
+    * ``'loss'``: :math:`n_{km} = L_k(\theta_m) = -\log p_k(\theta_m)`, which must be positive;
+    * ``'loss+'``: :math:`n_{km} = L_k(\theta_m)\,\|s_k(\theta_m)\|` (Sener & Koltun's
+      "loss+" normalisation of MGDA-UB).
+
+    A zero score stays zero. Why: the min-norm weights favour the task whose score is small
+    (typically the easy, nearly converged one); after ``'l2'`` only the directions of the
+    scores matter, so a task with a 100x smaller gradient is not starved, and scaling one task's
+    loss by any positive constant leaves the weights unchanged.
+
+    Parameters
+    ----------
+    scores : Tensor (K, M, d)
+    task_normalization : {'none', 'l2', 'loss', 'loss+'}, default='none'
+    log_densities : Tensor (M, K), optional
+        :math:`\log p_k(\theta_m)` (for a network: minus each particle's mean loss); needed
+        by the loss-based normalisations only.
+
+    Returns
+    -------
+    Tensor (K, M, d)
+
+    Examples
+    --------
+    >>> import torch
+    >>> from sklmoo.samplers import normalize_task_scores
+    >>> scores = torch.tensor([[[3.0, 4.0]], [[0.0, 0.01]]])          # K=2, M=1, d=2
+    >>> normalize_task_scores(scores, "l2")
+    tensor([[[0.6000, 0.8000]],
+    <BLANKLINE>
+            [[0.0000, 1.0000]]])
+    """
+    _check_task_normalization(task_normalization)
+    if task_normalization == "none":
+        return scores
+    scale = torch.ones(scores.shape[:2], dtype=scores.dtype, device=scores.device)
+    if task_normalization in ("l2", "loss+"):
+        scale = scale * scores.norm(dim=-1)
+    if task_normalization in ("loss", "loss+"):
+        if log_densities is None:
+            raise ValueError(f"task_normalization={task_normalization!r} needs the losses: "
+                             "pass log_densities (M, K) = -loss to direction()")
+        losses = -torch.as_tensor(log_densities, dtype=scores.dtype,
+                                  device=scores.device).detach()
+        if losses.ndim == 1:
+            losses = losses[:, None]
+        if losses.shape != scores.shape[1::-1]:
+            raise ValueError(f"log_densities must be (M, K) = {tuple(scores.shape[1::-1])}, "
+                             f"got {tuple(losses.shape)}")
+        if not (torch.isfinite(losses).all() and (losses > 0).all()):
+            raise ValueError(f"task_normalization={task_normalization!r} needs finite positive "
+                             "losses (-log_densities); use 'l2' for losses that can be <= 0")
+        scale = scale * losses.T
+    # a zero score has no direction: leave it zero instead of dividing by zero
+    return scores / torch.where(scale > 0, scale, torch.ones_like(scale))[..., None]
 
 
 def stein_gram(terms, scores, repulsion=1.0):
@@ -131,12 +206,16 @@ def stein_gram(terms, scores, repulsion=1.0):
 
 
 class _KernelRule:
-    def __init__(self, kernel=None, repulsion=1.0):
+    def __init__(self, kernel=None, repulsion=1.0, task_normalization="none"):
         self.kernel = RBFKernel() if kernel is None else kernel
         self.repulsion = float(repulsion)
+        self.task_normalization = _check_task_normalization(task_normalization)
 
     def __repr__(self):
-        return f"{type(self).__name__}(kernel={self.kernel!r}, repulsion={self.repulsion})"
+        extra = ("" if self.task_normalization == "none"
+                 else f", task_normalization={self.task_normalization!r}")
+        return (f"{type(self).__name__}(kernel={self.kernel!r}, repulsion={self.repulsion}"
+                f"{extra})")
 
 
 class MTSGD(_KernelRule):
@@ -162,6 +241,10 @@ class MTSGD(_KernelRule):
     repulsion : float, default=1.0
         Coefficient c of the kernel-gradient (repulsive) term, used consistently in U and in
         the direction (1.0 is exact MT-SGD).
+    task_normalization : {'none', 'l2', 'loss', 'loss+'}, default='none'
+        Rescale each score at each particle first (:func:`normalize_task_scores`); U and the
+        drive then use the rescaled scores :math:`\tilde s_k`, so Lemma 1 holds for the Stein
+        directions :math:`\tilde\phi_k` of the rescaled fields. ``'none'`` is exact MT-SGD.
 
     Notes
     -----
@@ -188,7 +271,10 @@ class MTSGD(_KernelRule):
         only by kernels on those values (:class:`~sklmoo.samplers.LogDensityRBFKernel`).
         """
         particles, scores = _check_inputs(particles, scores)
+        # the kernel sees the true scores (a log-density kernel's Jacobian), U and the drive
+        # the rescaled ones
         terms = self.kernel.stein_terms(particles, scores, log_densities)
+        scores = normalize_task_scores(scores, self.task_normalization, log_densities)
         gram, kernel_scores = stein_gram(terms, scores, self.repulsion)
         weights = min_norm_weights(gram)
         m = particles.shape[0]
@@ -250,12 +336,21 @@ class MGDA:
     tensor([[0.5000, 0.5000]])
     """
 
+    def __init__(self, task_normalization="none"):
+        self.task_normalization = _check_task_normalization(task_normalization)
+
     def __repr__(self):
-        return "MGDA()"
+        if self.task_normalization == "none":
+            return "MGDA()"
+        return f"MGDA(task_normalization={self.task_normalization!r})"
 
     def direction(self, particles, scores, log_densities=None):
-        """Return ``(phi, info)``; ``info.weights`` is (M, K), ``info.gram`` (M, K, K)."""
+        """Return ``(phi, info)``; ``info.weights`` is (M, K), ``info.gram`` (M, K, K).
+
+        With ``task_normalization`` the scores are first rescaled by
+        :func:`normalize_task_scores` (``log_densities`` (M, K) for the loss-based ones)."""
         particles, scores = _check_inputs(particles, scores)
+        scores = normalize_task_scores(scores, self.task_normalization, log_densities)
         combined, grams, weights = _per_particle_min_norm(scores)
         return combined, DirectionInfo(gram=grams, weights=weights)
 
@@ -284,11 +379,13 @@ class MOOSVGD(_KernelRule):
     def direction(self, particles, scores, log_densities=None):
         """Return ``(phi, info)``; ``info.weights`` is (M, K), ``info.gram`` (M, K, K).
 
-        ``log_densities`` (M, K) is needed only by kernels on the log-density values.
+        ``log_densities`` (M, K) is needed only by kernels on the log-density values and by
+        the loss-based ``task_normalization``.
         """
         particles, scores = _check_inputs(particles, scores)
-        combined, grams, weights = _per_particle_min_norm(scores)
         terms = self.kernel.stein_terms(particles, scores, log_densities, trace=False)
+        scores = normalize_task_scores(scores, self.task_normalization, log_densities)
+        combined, grams, weights = _per_particle_min_norm(scores)
         drive = terms.matrix @ combined / particles.shape[0]
         repulsive = self.repulsion * terms.repulsive / particles.shape[0]
         return drive + repulsive, DirectionInfo(gram=grams, weights=weights, sigma2=terms.sigma2,
@@ -308,6 +405,8 @@ class LinearScalarization:
         Non-negative task weights (normalised to sum to one), shared by all particles or one
         row per particle (particle m follows :math:`\sum_k w_{mk} s_k(\theta_m)`; the warm-up
         of the MT-SGD authors' code spreads the rows over the simplex). Default uniform.
+    task_normalization : {'none', 'l2', 'loss', 'loss+'}, default='none'
+        Rescale the scores first (:func:`normalize_task_scores`).
 
     Examples
     --------
@@ -318,15 +417,19 @@ class LinearScalarization:
     tensor([[1., 1.]])
     """
 
-    def __init__(self, weights=None):
+    def __init__(self, weights=None, task_normalization="none"):
         self.weights = weights
+        self.task_normalization = _check_task_normalization(task_normalization)
 
     def __repr__(self):
-        return f"LinearScalarization(weights={self.weights!r})"
+        extra = ("" if self.task_normalization == "none"
+                 else f", task_normalization={self.task_normalization!r}")
+        return f"LinearScalarization(weights={self.weights!r}{extra})"
 
     def direction(self, particles, scores, log_densities=None):
         """Return ``(phi, info)`` with the fixed weights in ``info.weights``."""
         particles, scores = _check_inputs(particles, scores)
+        scores = normalize_task_scores(scores, self.task_normalization, log_densities)
         n_targets = scores.shape[0]
         if self.weights is None:
             w = torch.full((n_targets,), 1.0 / n_targets, dtype=scores.dtype, device=scores.device)
