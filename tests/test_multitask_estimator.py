@@ -331,3 +331,73 @@ def test_skorch_validation_split_callbacks_and_history(digits, capsys):
     valid = clf.history[:, "valid_loss"]
     assert len(valid) == 3 and np.isfinite(valid).all()
     assert "valid_loss" in capsys.readouterr().out  # skorch's epoch log
+
+
+# -- task normalisation (issue 19) ---------------------------------------------------------------
+
+def _two_task_step(task_scale, task_normalization, method="mtsgd"):
+    from sklmoo.nn import (MLPTrunk, MultiTaskParticleNet, make_update_rules, member_factory,
+                           multitask_particle_step)
+    from sklmoo.samplers import RBFKernel
+    torch.manual_seed(0)
+    net = MultiTaskParticleNet(member_factory(MLPTrunk, n_features=4, hidden_units=(8,)),
+                               n_particles=3, n_classes=[5, 2])
+    g = torch.Generator().manual_seed(1)
+    X, y = torch.randn(32, 4, generator=g), torch.randint(0, 2, (32, 2), generator=g)
+    losses = [torch.nn.functional.cross_entropy(out.transpose(1, 2),
+                                                y[:, t, None].expand(-1, 3),
+                                                reduction="none").mean(0) * scale
+              for t, (out, scale) in enumerate(zip(net(X), task_scale))]   # (M,) per task
+    rules = make_update_rules(method, RBFKernel(), 1e-3, 1e-2,
+                              task_normalization=task_normalization)
+    info = multitask_particle_step(net, losses, *rules)
+    return info.weights, [p.grad.clone() for p in net.trunk.member_parameters()]
+
+
+@pytest.mark.parametrize("method", ["mtsgd", "mgda", "moo_svgd"])
+def test_l2_normalised_network_step_ignores_a_task_loss_scale(method):
+    w, grads = _two_task_step((1.0, 1.0), "l2", method)
+    w100, grads100 = _two_task_step((100.0, 1.0), "l2", method)
+    torch.testing.assert_close(w100, w, rtol=1e-5, atol=1e-6)
+    for a, b in zip(grads100, grads):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-7)
+    w_plain, _ = _two_task_step((100.0, 1.0), "none", method)
+    assert float(w_plain[..., 0].mean()) < 0.05         # without it task 0 is all but dropped
+    # 'loss' divides each particle's score by its loss: a constant factor cancels too ('loss+'
+    # divides by loss x norm, so a factor on the loss does not cancel there)
+    torch.testing.assert_close(_two_task_step((100.0, 1.0), "loss", method)[0],
+                               _two_task_step((1.0, 1.0), "loss", method)[0],
+                               rtol=1e-5, atol=1e-6)
+
+
+def test_task_normalization_parameter_is_validated_and_used():
+    X = np.random.default_rng(0).normal(size=(60, 4)).astype(np.float32)
+    y = np.column_stack([(X[:, 0] > 0), (X[:, 1] > 0.5)]).astype(int)
+    est = _small(task_normalization="l2").fit(X, y)
+    assert type(est.rules_[0]).__name__ == "MTSGD"
+    assert est.rules_[0].task_normalization == "l2"
+    assert est.rules_[1].task_normalization == "none"          # heads are never rescaled
+    weights = np.array(est.history[-1, "task_weights_mean"])
+    assert weights.shape == (2,) and abs(weights.sum() - 1) < 1e-6
+    with pytest.raises(ValueError, match="task_normalization must be one of"):
+        _small(task_normalization="max").fit(X, y)
+    from sklmoo import MTSGDRegressor
+    with pytest.raises(ValueError, match="task_normalization must be one of"):
+        MTSGDRegressor(task_normalization="loss", max_epochs=1).fit(X, X[:, :2])
+
+
+def test_no_repulsion_warning_once_a_fitted_task_stops_driving_but_one_for_a_real_excess():
+    import warnings as _warnings
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(64, 3)).astype(np.float32)
+    y = np.column_stack([X[:, 0] > 0, X[:, 1] + X[:, 2] > 0]).astype(int)   # separable tasks
+    with _warnings.catch_warnings():
+        _warnings.simplefilter("error")        # a warning here fails the test
+        est = _small(max_epochs=150, lr=1e-1).fit(3 * X, y)
+    # the drive of the fitted heads has all but vanished: repulsion / drive went above 1, which
+    # is no reason to warn (nothing a user could change; the drive's scale is its early size)
+    ratios = [r for r in est.history[:, "head_repulsion"] if r is not None]
+    drives = est.history[:, "head_drive_norm"]
+    assert max(ratios) > 1.0 and drives[-1] < 0.1 * max(drives)
+    with pytest.warns(UserWarning, match="head repulsion outweighs the drive"):
+        _small(head_repulsion=1e3).fit(X, y)

@@ -264,8 +264,12 @@ def test_normalize_task_scores_edge_cases_and_validation():
     assert normalize_task_scores(s, "none") is s
     with pytest.raises(ValueError, match="needs the losses"):
         normalize_task_scores(s, "loss")
-    with pytest.raises(ValueError, match="positive"):
+    with pytest.raises(ValueError, match="non-negative"):
         normalize_task_scores(s, "loss", log_densities=torch.tensor([[1.0], [-1.0]]))
+    # a loss of exactly 0 (a fitted task) leaves its score as it is
+    torch.testing.assert_close(normalize_task_scores(s, "loss",
+                                                     log_densities=torch.tensor([[0.0], [-2.0]])),
+                               torch.tensor([[[0.0, 0.0], [1.5, 2.0]]]))
     with pytest.raises(ValueError, match=r"\(M, K\)"):
         normalize_task_scores(s, "loss+", log_densities=torch.tensor([-1.0, -1.0, -1.0]))
     with pytest.raises(ValueError, match="task_normalization must be one of"):

@@ -237,8 +237,11 @@ class MTSGDNetBase(SklmooNetMixin, NeuralNet):
         except FloatingPointError as exc:
             raise FloatingPointError(f"sampler diverged in epoch {epoch}: {exc}") from exc
         self.history.record_batch("task_weights", to_numpy(info.weights).tolist())
-        self.history.record_batch("trunk_repulsion", info.trunk_repulsion_ratio)
-        self.history.record_batch("head_repulsion", info.head_repulsion_ratio)
+        for part in ("trunk", "head"):
+            self.history.record_batch(f"{part}_repulsion", getattr(info, f"{part}_repulsion_ratio"))
+            self.history.record_batch(f"{part}_drive_norm", getattr(info, f"{part}_drive_norm"))
+            self.history.record_batch(f"{part}_repulsion_norm",
+                                      getattr(info, f"{part}_repulsion_norm"))
         return {"loss": loss.detach(), "y_pred": y_pred}
 
     def _guarded_tensors(self):
@@ -246,7 +249,9 @@ class MTSGDNetBase(SklmooNetMixin, NeuralNet):
 
     def on_epoch_end(self, net, **kwargs):
         """Detect divergence (defined in :meth:`fit`); summarise the epoch's repulsion / drive
-        ratios and task weights, and warn when the repulsion dominates."""
+        ratios and task weights, and warn when the repulsion outweighs the drive's scale (the
+        largest epoch-mean drive norm so far): a drive that has shrunk because the task is
+        fitted raises the ratio above 1 without anything for a user to change."""
         self._check_divergence()
         batches = [b for b in self.history[-1, "batches"] if "task_weights" in b]
         if batches:
@@ -258,11 +263,20 @@ class MTSGDNetBase(SklmooNetMixin, NeuralNet):
                           if b.get(f"{part}_repulsion") is not None]
                 mean = float(np.mean(ratios)) if ratios else None
                 self.history.record(f"{part}_repulsion", mean)
-                if mean is not None and mean > 1.0:
+                norms = [(b[f"{part}_drive_norm"], b[f"{part}_repulsion_norm"]) for b in batches
+                         if b.get(f"{part}_drive_norm") is not None
+                         and b.get(f"{part}_repulsion_norm") is not None]
+                if not norms:
+                    continue
+                drive, repulsive = np.mean(norms, axis=0)
+                self.history.record(f"{part}_drive_norm", float(drive))
+                peak = max([float(drive)] + [e.get(f"{part}_drive_norm") or 0.0
+                                             for e in self.history[:-1]])
+                if repulsive > peak:
                     warnings.warn(f"the {part} repulsion outweighs the drive in epoch "
-                                  f"{len(self.history)} (norm ratio {mean:.2f}): the particles "
-                                  f"mostly push each other apart; lower "
-                                  f"{'repulsion' if part == 'trunk' else 'head_repulsion'}",
+                                  f"{len(self.history)} (norm {repulsive:.3g}, largest drive "
+                                  f"{peak:.3g}): the particles mostly push each other apart; "
+                                  f"lower {'repulsion' if part == 'trunk' else 'head_repulsion'}",
                                   UserWarning, stacklevel=2)
         super().on_epoch_end(net, **kwargs)
 

@@ -148,7 +148,7 @@ def sample_multi_target(log_probs, init, n_steps, *, method="mtsgd", optimizer="
     task_normalization : {'none', 'l2', 'loss', 'loss+'}, default='none'
         Rescale each target's score at each particle before the rule combines them
         (:func:`~sklmoo.samplers.normalize_task_scores`): ``'l2'`` to unit norm, ``'loss'`` /
-        ``'loss+'`` by :math:`-\log p_k` (which must then be positive). ``'none'`` samples the
+        ``'loss+'`` by :math:`-\log p_k` (which must then not be negative). ``'none'`` samples the
         targets themselves; see the docs' math page for what the others sample.
     bounds : (float, float), optional
         Box constraint (e.g. ZDT3's ``(0, 1)``): score components pointing out of the box at a

@@ -88,12 +88,14 @@ def normalize_task_scores(scores, task_normalization="none", log_densities=None)
     * ``'none'``: :math:`n_{km} = 1` (the scores are returned unchanged);
     * ``'l2'``: :math:`n_{km} = \|s_k(\theta_m)\|` (unit norm per particle and task, as the
       MT-SGD authors' training script does before it builds U);
-    * ``'loss'``: :math:`n_{km} = L_k(\theta_m) = -\log p_k(\theta_m)`, which must be positive;
+    * ``'loss'``: :math:`n_{km} = L_k(\theta_m) = -\log p_k(\theta_m)`, which must not be
+      negative;
     * ``'loss+'``: :math:`n_{km} = L_k(\theta_m)\,\|s_k(\theta_m)\|` (Sener & Koltun's
       "loss+" normalisation of MGDA-UB).
 
-    A zero score stays zero. Why: the min-norm weights favour the task whose score is small
-    (typically the easy, nearly converged one); after ``'l2'`` only the directions of the
+    A zero scale leaves its score unscaled (a zero score stays zero; a loss of exactly 0 -- a
+    fitted task, in floating point -- comes with a vanishing score). Why: the min-norm weights
+    favour the task whose score is small (typically the easy, nearly converged one); after ``'l2'`` only the directions of the
     scores matter, so a task with a 100x smaller gradient is not starved, and scaling one task's
     loss by any positive constant leaves the weights unchanged.
 
@@ -136,11 +138,12 @@ def normalize_task_scores(scores, task_normalization="none", log_densities=None)
         if losses.shape != scores.shape[1::-1]:
             raise ValueError(f"log_densities must be (M, K) = {tuple(scores.shape[1::-1])}, "
                              f"got {tuple(losses.shape)}")
-        if not (torch.isfinite(losses).all() and (losses > 0).all()):
-            raise ValueError(f"task_normalization={task_normalization!r} needs finite positive "
-                             "losses (-log_densities); use 'l2' for losses that can be <= 0")
+        if not (torch.isfinite(losses).all() and (losses >= 0).all()):
+            raise ValueError(f"task_normalization={task_normalization!r} needs finite "
+                             "non-negative losses (-log_densities); use 'l2' for losses that "
+                             "can be negative")
         scale = scale * losses.T
-    # a zero score has no direction: leave it zero instead of dividing by zero
+    # a zero score has no direction, a zero loss no scale: leave them instead of dividing by 0
     return scores / torch.where(scale > 0, scale, torch.ones_like(scale))[..., None]
 
 
