@@ -287,7 +287,7 @@ def test_save_params_load_params_round_trip(digits, tmp_path):
     a = _small(max_epochs=1).fit(X[:300], y[:300])
     a.save_params(f_params=tmp_path / "params.pt")
     # skorch's pattern: a net sized on the same data, then the saved particles loaded into it
-    b = clone(a).set_params(max_epochs=0, random_state=5).fit(X[:300], y[:300])
+    b = clone(a).set_params(max_epochs=1, random_state=5).fit(X[:300], y[:300])
     b.load_params(f_params=tmp_path / "params.pt")
     for pa, pb in zip(a.predict_proba(Xt), b.predict_proba(Xt)):
         np.testing.assert_array_equal(pa, pb)
@@ -401,3 +401,24 @@ def test_no_repulsion_warning_once_a_fitted_task_stops_driving_but_one_for_a_rea
     assert max(ratios) > 1.0 and drives[-1] < 0.1 * max(drives)
     with pytest.warns(UserWarning, match="head repulsion outweighs the drive"):
         _small(head_repulsion=1e3).fit(X, y)
+
+
+def test_defaults_weigh_tasks_by_unit_gradients_and_fit_without_warnings():
+    import warnings as _warnings
+    from sklearn.datasets import load_wine
+    est = MTSGDMultiTaskClassifier()
+    assert est.task_normalization == "l2" and est.normalize_drive is False
+    X, y = load_wine(return_X_y=True)
+    X = StandardScaler().fit_transform(X).astype(np.float32)
+    # a 3-class task beside a binary one with a tenth of its labels
+    rng = np.random.default_rng(0)
+    sparse = np.where(rng.random(len(X)) < 0.1, (X[:, 0] > 0).astype(float), np.nan)
+    Y = np.column_stack([y.astype(float), sparse])
+    with _warnings.catch_warnings():
+        _warnings.simplefilter("error")
+        clf = MTSGDMultiTaskClassifier(n_particles=3, max_epochs=40, random_state=0).fit(X, Y)
+    assert clf.rules_[0].task_normalization == "l2" and clf.rules_[0].normalize_drive is False
+    w = np.array(clf.history[:, "task_weights_mean"])
+    assert w.min() > 0.05                     # neither task is starved
+    with pytest.raises(ValueError, match="normalize_drive must be True or False"):
+        MTSGDMultiTaskClassifier(normalize_drive="no", max_epochs=1).fit(X, Y)

@@ -76,7 +76,8 @@ def test_consecutive_draws_of_every_chain_differ(iris, sampler):
         assert torch.equal(v, before[k]), k
 
 
-@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=6, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(n_samples=st.integers(2, 4), n_chains=st.integers(1, 3), sampler=st.sampled_from(SAMPLERS))
 def test_stored_draws_are_distinct_copies(iris, n_samples, n_chains, sampler):
     X, y = iris
@@ -126,7 +127,8 @@ def test_a_copied_l2e_model_continues_exactly(iris, sampler, how):
     np.testing.assert_array_equal(saved.predict_proba(X), original.predict_proba(X))
 
 
-@settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=4, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(kind=st.sampled_from(["classifier", "regressor"]), how=st.sampled_from(list(COPIES)),
        method=st.sampled_from(["mtsgd", "linear"]))
 def test_a_copied_mtsgd_model_continues_exactly(iris, kind, how, method):

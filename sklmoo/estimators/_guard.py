@@ -55,7 +55,13 @@ class SklmooNetMixin:
         if reset:
             shape = X.shape[1:]
             if self.input_shape is not None:
-                shape = tuple(int(s) for s in self.input_shape)
+                shape = self.input_shape
+                if (isinstance(shape, (str, bytes)) or not hasattr(shape, "__iter__")
+                        or not all(isinstance(s, (int, np.integer)) and not isinstance(s, bool)
+                                   and s > 0 for s in shape) or len(shape) == 0):
+                    raise ValueError(f"input_shape must be a tuple of positive integers, the "
+                                     f"shape of one sample such as (1, 8, 8), got {shape!r}")
+                shape = tuple(int(s) for s in shape)
                 if int(np.prod(shape)) != int(np.prod(X.shape[1:])):
                     raise ValueError(f"input_shape {shape} does not match the "
                                      f"{int(np.prod(X.shape[1:]))} features of X")

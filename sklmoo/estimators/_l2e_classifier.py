@@ -58,7 +58,10 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
 
     A skorch ``NeuralNet``: callbacks, ``history``, ``device='cuda'``, ``save_params`` (the
     collected samples are part of the module's state; the chains' momenta are the optimizer's),
-    ``warm_start`` and ``set_params(module__...)`` work as in skorch.
+    ``warm_start`` and ``set_params(module__...)`` work as in skorch. The network is sized from
+    the data, so ``load_params`` restores into an estimator fitted on data with the same
+    features and classes (``clone(est).set_params(max_epochs=1).fit(X, y)``); pickle or joblib
+    restores a whole estimator, and a copy continues its chains exactly.
 
     Parameters
     ----------
@@ -108,7 +111,8 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
         Seeds the chains' initialisation, the mini-batch order and the sampler's noise.
     batch_size, train_split, callbacks, verbose, device, warm_start, **kwargs
         As in skorch's ``NeuralNet`` (defaults: batches of 32, no validation split, silent).
-        ``optimizer`` and ``lr`` are not used: the sampler moves the weights.
+        skorch's ``optimizer`` and ``lr`` are not parameters here (the sampler moves the
+        weights; ``step_size`` sets its step): passing them is an error at ``fit``.
 
     Attributes
     ----------
@@ -151,9 +155,10 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
                  max_epochs=200, burn_in=None, n_samples=20, step_size=None, friction=None,
                  temperature=1.0, prior_precision=1.0, n_cycles=4, n_data=None,
                  sample_dtype="float32", input_shape=None, random_state=None,
-                 criterion=torch.nn.CrossEntropyLoss, optimizer=SamplerOptimizer, batch_size=32,
+                 criterion=torch.nn.CrossEntropyLoss, batch_size=32,
                  train_split=None, verbose=0, **kwargs):
-        super().__init__(module, criterion=criterion, optimizer=optimizer, max_epochs=max_epochs,
+        kwargs.setdefault("optimizer", SamplerOptimizer)
+        super().__init__(module, criterion=criterion, max_epochs=max_epochs,
                          batch_size=batch_size, train_split=train_split, verbose=verbose,
                          **kwargs)
         self.sampler = sampler
@@ -180,8 +185,24 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
 
     _member_kind = "chain"
 
+    def _get_param_names(self):
+        # skorch's lr / optimizer do nothing here (the sampler moves the weights, step_size sets
+        # its step): not parameters, so set_params / GridSearchCV refuse them instead of
+        # silently ignoring them
+        return [k for k in super()._get_param_names()
+                if k not in ("lr", "optimizer") and not k.startswith("optimizer__")]
+
     def _check_params(self):
         self._check_device_available()
+        unused = [k for k in vars(self) if k.startswith("optimizer__")]
+        if self.__dict__.get("lr", 0.01) != 0.01:
+            unused.append("lr")
+        if self.__dict__.get("optimizer", SamplerOptimizer) is not SamplerOptimizer:
+            unused.append("optimizer")
+        if unused:
+            raise ValueError(f"{type(self).__name__} does not use {', '.join(unused)}: the "
+                             "sampler moves the weights; set its step with step_size (and "
+                             "friction, temperature)")
         if self.sampler not in SGMCMC_SAMPLERS:
             raise ValueError(f"sampler must be one of {SGMCMC_SAMPLERS}, got {self.sampler!r}")
         if self.sample_dtype not in _SAMPLE_DTYPES:
@@ -204,7 +225,9 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
             return _load_meta_sampler(self.meta_sampler)
         return None
 
-    def _encode_y(self, y, n_samples):
+    def _encode_y(self, y, n_samples, classes=None):
+        """Integer codes of ``y`` and the label set: that of ``y``, or ``classes`` (every
+        label of ``y`` must be among them; a mini-batch may lack some)."""
         if y is None:
             raise ValueError(f"{type(self).__name__} requires y to be passed, but the target y "
                              "is None")
@@ -212,11 +235,20 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
         y = column_or_1d(y, warn=True)
         if len(y) != n_samples:
             raise ValueError(f"X has {n_samples} samples but y has {len(y)}")
-        encoder = LabelEncoder().fit(y)
-        if len(encoder.classes_) < 2:
-            raise ValueError(f"y has only 1 class ({encoder.classes_[0]!r}): a classifier needs "
-                             "samples of at least 2 classes")
-        return encoder.transform(y).astype(np.int64), encoder.classes_
+        if classes is None:
+            encoder = LabelEncoder().fit(y)
+            if len(encoder.classes_) < 2:
+                raise ValueError(f"y has only 1 class ({encoder.classes_[0]!r}): a classifier "
+                                 "needs samples of at least 2 classes")
+            return encoder.transform(y).astype(np.int64), encoder.classes_
+        classes = np.unique(column_or_1d(classes))
+        if len(classes) < 2:
+            raise ValueError(f"classes must hold at least 2 labels, got {classes.tolist()}")
+        unknown = np.setdiff1d(np.unique(y), classes)
+        if len(unknown):
+            raise ValueError(f"y has labels {unknown.tolist()} that are not in classes "
+                             f"{classes.tolist()}")
+        return np.searchsorted(classes, y).astype(np.int64), classes
 
     def fit(self, X, y, **fit_params):
         """Run the chains on ``(X, y)`` and collect their samples.
@@ -234,32 +266,47 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
 
     def partial_fit(self, X, y, classes=None, **fit_params):
         """Continue the chains for ``max_epochs`` epochs and collect ``n_samples`` more draws
-        per chain (a first call fits from scratch). ``classes`` is accepted for scikit-learn
-        compatibility; every class must appear in the first call's ``y``.
+        per chain (a first call fits from scratch).
+
+        Parameters
+        ----------
+        X, y : array-like
+            One chunk of a stream; later chunks may lack some classes.
+        classes : array-like, optional
+            The full label set, as in scikit-learn: on the first call it fixes ``classes_``
+            (default: the labels of the first ``y``); on later calls it must equal it.
 
         Returns
         -------
         self
         """
-        return self._fit(X, y, self.__sklearn_is_fitted__(), fit_params)
+        return self._fit(X, y, self.__sklearn_is_fitted__(), fit_params, classes=classes)
 
-    def _fit(self, X, y, continuing, fit_params):
+    def _fit(self, X, y, continuing, fit_params, classes=None):
         meta = self._check_params()
         if continuing:
             # checked before anything changes: a refused continuation keeps the fitted model
             X = self._validate_X(X, reset=False)
-            codes, classes = self._encode_y(y, X.shape[0])
-            if not np.array_equal(self.classes_, classes) or self.module_.n_chains != self.n_chains:
+            if classes is not None and not np.array_equal(np.unique(column_or_1d(classes)),
+                                                          self.classes_):
+                raise ValueError(f"classes={np.unique(column_or_1d(classes)).tolist()} differs "
+                                 f"from the classes of the first call, "
+                                 f"{self.classes_.tolist()}")
+            try:
+                codes, _ = self._encode_y(y, X.shape[0], classes=self.classes_)
+            except ValueError as exc:
+                raise ValueError(f"cannot continue the chains: {exc} they were fitted on. Set "
+                                 "warm_start=False (or call fit) to start new chains") from exc
+            if self.module_.n_chains != self.n_chains:
                 raise ValueError(
-                    f"cannot continue the chains: they were fitted on classes "
-                    f"{self.classes_.tolist()} with {self.module_.n_chains} chains; this call has "
-                    f"classes {classes.tolist()} and n_chains={self.n_chains}. Set "
-                    "warm_start=False (or call fit) to start new chains")
+                    f"cannot continue the chains: they were fitted with {self.module_.n_chains} "
+                    f"chains; this call has n_chains={self.n_chains}. Set warm_start=False (or "
+                    "call fit) to start new chains")
             self.fitted_ = False
         else:
             self.fitted_ = False
             X = self._validate_X(X, reset=True)
-            codes, self.classes_ = self._encode_y(y, X.shape[0])
+            codes, self.classes_ = self._encode_y(y, X.shape[0], classes=classes)
         if not continuing:
             self.seed_ = int(check_random_state(self.random_state).randint(np.iinfo(np.int32).max))
             self.initialize()
@@ -332,7 +379,11 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
     def initialize_module(self):
         """Build ``n_chains`` networks sized from the data seen in ``fit`` (no draws yet)."""
         if not hasattr(self, "classes_"):
-            raise NotFittedError("the network is sized from the data: call fit")
+            raise NotFittedError(
+                "the network is sized from the data: call fit. To restore parameters saved "
+                "with save_params, fit an estimator with the same parameters on data with the "
+                "same features and classes (max_epochs=1 is enough), then call load_params; or "
+                "pickle / joblib the whole estimator")
         self.fitted_ = False          # new weights: whatever was fitted before is gone
         kwargs = self.get_params_for("module")
         shape, n_classes = self.input_shape_, len(self.classes_)
@@ -347,7 +398,8 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
             torch.manual_seed(self.seed_)
             probe = make()
             with torch.no_grad():
-                out = probe(torch.zeros(1, *shape))
+                # eval mode: a BatchNorm layer cannot normalise a single training sample
+                out = probe.eval()(torch.zeros(1, *shape))
             if out.shape != (1, n_classes):
                 raise ValueError(f"module maps one sample to an output of shape "
                                  f"{tuple(out.shape[1:])}; y has {n_classes} classes, so it must "
@@ -402,6 +454,18 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
     def _guarded_tensors(self):
         return self.module_.chain_tensors()
 
+    def load_params(self, *args, **kwargs):
+        """skorch's ``load_params``; loading ``f_params`` (the chains and their draws) also
+        sets ``n_draws_`` to the loaded draws and ``convergence_`` to None (it was computed for
+        other draws: call :meth:`diagnose`). The estimator must have been fitted on data with
+        the same features and classes (see :meth:`initialize_module`)."""
+        super().load_params(*args, **kwargs)
+        if kwargs.get("f_params") is not None or kwargs.get("checkpoint") is not None:
+            self.n_draws_ = len(self.module_.samples)
+            self.convergence_ = None
+            self.fitted_ = self.n_draws_ > 0
+        return self
+
     def on_epoch_end(self, net, **kwargs):
         """Detect divergence and record the number of draws collected so far."""
         self._check_divergence()
@@ -410,15 +474,31 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
 
     # -- predictions ---------------------------------------------------------------------------
 
-    def _proba_draws(self, X):
-        """Class probabilities of every draw: (n_chains, n_draws, n_samples, n_classes)."""
-        X = to_tensor(np.asarray(X, dtype=np.float32), device=self.device)
+    def _proba_batches(self, X):
+        """Class probabilities of every draw, one batch of rows at a time: yields float64
+        arrays (n_chains, n_draws, batch, n_classes)."""
+        # in float64: float32 rounding would make a row's prediction depend on the batch
+        X = to_tensor(np.asarray(X, dtype=np.float64), device=self.device)
         self.module_.eval()
         with torch.no_grad():
-            draws = self.module_.prepared_draws()
-            out = [torch.softmax(self.module_.forward_samples(xb, draws).double(), dim=-1).cpu()
-                   for xb in torch.split(X, max(self.batch_size, 256))]
-        return torch.cat(out, dim=2).transpose(0, 1).numpy()
+            draws = {k: v.double() if v.is_floating_point() else v
+                     for k, v in self.module_.prepared_draws().items()}
+            for xb in torch.split(X, max(self.batch_size, 256)):
+                out = torch.softmax(self.module_.forward_samples(xb, draws).double(), dim=-1)
+                yield out.cpu().transpose(0, 1).numpy()
+
+    def _proba_draws(self, X):
+        """Class probabilities of every draw: (n_chains, n_draws, n_samples, n_classes)."""
+        return np.concatenate(list(self._proba_batches(X)), axis=2)
+
+    def _reduce_rows(self, X, reduce):
+        """Stream over batches of rows: ``reduce`` maps one batch's (n_chains * n_draws,
+        batch, n_classes) probabilities to a tuple of arrays with the rows first; the batches'
+        results are concatenated, so memory is bounded by the batch, not by n."""
+        self.check_is_fitted()
+        X = self._validate_X(X, reset=False)
+        parts = [reduce(p.reshape(-1, *p.shape[2:])) for p in self._proba_batches(X)]
+        return tuple(np.concatenate(col) for col in zip(*parts))
 
     def _checked_draws(self, X):
         self.check_is_fitted()
@@ -438,7 +518,8 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
     def predict_proba(self, X):
         """Bayesian model average: the mean class probabilities over all draws,
         (n_samples, n_classes), columns in ``classes_`` order."""
-        return self.predict_proba_samples(X).mean(axis=0)
+        (proba,) = self._reduce_rows(X, lambda p: (p.mean(axis=0),))
+        return proba
 
     def predict(self, X):
         """The class with the highest model-averaged probability."""
@@ -467,7 +548,7 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
         entropy of the model average = expected entropy of the draws (aleatoric) + mutual
         information between label and parameters (epistemic).
         """
-        parts = entropy_decomposition(self.predict_proba_samples(X))
+        parts = self._reduce_rows(X, entropy_decomposition)
         return dict(zip(("total", "aleatoric", "epistemic"), parts))
 
     def diagnose(self, X):

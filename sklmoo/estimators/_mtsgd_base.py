@@ -53,6 +53,9 @@ class MTSGDNetBase(SklmooNetMixin, NeuralNet):
         if self.task_normalization not in self._task_normalizations:
             raise ValueError(f"task_normalization must be one of {self._task_normalizations}, "
                              f"got {self.task_normalization!r}")
+        if not isinstance(self.normalize_drive, (bool, np.bool_)):
+            raise ValueError(f"normalize_drive must be True or False, "
+                             f"got {self.normalize_drive!r}")
         if not isinstance(self.smooth_drive, (bool, np.bool_)):
             raise ValueError(f"smooth_drive must be True or False, got {self.smooth_drive!r}")
         for name, low in (("warmup_epochs", 0), ("n_particles", 1), ("max_epochs", 0)):
@@ -182,7 +185,8 @@ class MTSGDNetBase(SklmooNetMixin, NeuralNet):
             trunk_kernel = head_kernel = RBFKernel(self.bandwidth)
         self.rules_ = make_update_rules(self.method, trunk_kernel, self.repulsion,
                                         self.head_repulsion, head_kernel=head_kernel,
-                                        task_normalization=self.task_normalization)
+                                        task_normalization=self.task_normalization,
+                                        normalize_drive=self.normalize_drive)
         m, t = self.n_particles, self.n_tasks_
         # particle i's task weights, spread over the simplex (one-hot corners first)
         grid = (np.arange(m)[:, None] + np.arange(t)[None, :] * max(1, m // t)) % m
@@ -282,15 +286,20 @@ class MTSGDNetBase(SklmooNetMixin, NeuralNet):
 
     # -- predictions ---------------------------------------------------------------------------
 
-    def _member_outputs(self, X):
-        """Every particle's outputs per task: list of T tensors (n, M, ...)."""
+    def _reduce_rows(self, X, reduce):
+        """Stream over mini-batches of rows: ``reduce`` maps one batch's per-task particle
+        outputs (list of T tensors (b, M, ...)) to a tuple of arrays with the rows first; the
+        batches' results are concatenated. Memory is bounded by the batch, not by n."""
         self.check_is_fitted()
         X = self._validate_X(X, reset=False)
-        outs = [[] for _ in range(self.n_tasks_)]
-        for batch_out in self.forward_iter(X, training=False):
-            for t, out in enumerate(batch_out):
-                outs[t].append(out)
-        return [torch.cat(o) for o in outs]
+        parts = [reduce(list(out)) for out in self.forward_iter(X, training=False)]
+        return tuple(np.concatenate(col) for col in zip(*parts))
+
+    def _member_outputs(self, X):
+        """Every particle's outputs per task: list of T tensors (n, M, ...) (every particle
+        for every row: only for the methods that return them)."""
+        outs = self._reduce_rows(X, lambda out: tuple(o.detach().cpu().numpy() for o in out))
+        return [torch.from_numpy(o) for o in outs]
 
     def _single(self, per_task):
         return per_task[0] if self.single_task_ else per_task

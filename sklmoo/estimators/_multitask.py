@@ -3,7 +3,6 @@
 import numpy as np
 import torch
 from sklearn.base import ClassifierMixin
-from skorch.utils import to_numpy
 
 from ..metrics import entropy_decomposition
 from ._mtsgd_base import MTSGDNetBase
@@ -21,7 +20,8 @@ class MTSGDMultiTaskClassifier(ClassifierMixin, MTSGDNetBase):
     once while the kernel's repulsion keeps them diverse. Predictions average the particles.
 
     A skorch ``NeuralNet``: callbacks, ``history``, ``device='cuda'``, ``save_params``,
-    ``warm_start`` and ``set_params(module__...)`` work as in skorch. ``y`` follows
+    ``warm_start`` and ``set_params(module__...)`` work as in skorch (``load_params`` into an
+    estimator fitted on data of the same shape, e.g. with ``max_epochs=1``). ``y`` follows
     :class:`~sklearn.multioutput.MultiOutputClassifier`: shape (n_samples, n_tasks), any labels
     per task (strings too), missing labels allowed. A 1-D ``y`` is one task (MT-SGD is then
     SVGD): ``predict`` returns 1-D labels, ``predict_proba`` an (n, n_classes) array and
@@ -74,13 +74,20 @@ class MTSGDMultiTaskClassifier(ClassifierMixin, MTSGDNetBase):
         Epochs at the start during which particle i follows its own fixed task weights, spread
         over the simplex (as the authors' code does in its first epoch), before the rule of
         ``method`` takes over; heads follow their gradients meanwhile.
-    task_normalization : {'none', 'l2', 'loss', 'loss+'}, default='none'
+    task_normalization : {'none', 'l2', 'loss', 'loss+'}, default='l2'
         How each particle's per-task trunk gradient is rescaled before the trunk rule weighs
         the tasks (:func:`~sklmoo.samplers.normalize_task_scores`): ``'l2'`` to unit norm (the
         MT-SGD authors' training script), ``'loss'`` / ``'loss+'`` divided by the task's loss
-        (resp. loss times norm; Sener & Koltun 2018). Without it the min-norm weights favour
-        the task whose gradient is small (the easy, converged one) and starve a hard task
-        (``docs/benchmarks/unequal_tasks.md``). Heads are never rescaled.
+        (resp. loss times norm; Sener & Koltun 2018). With ``'none'`` (the paper's equations)
+        the min-norm weights favour the task whose gradient is small (the easy, converged one)
+        and starve a hard task. Heads are never rescaled.
+    normalize_drive : bool, default=False
+        With a ``task_normalization``: True moves the trunks along the rescaled gradients (the
+        authors' script); False (default) takes only the task weights from them and moves along
+        the unscaled gradients, so a task that is fitted -- or overfitted, e.g. one with few
+        labels -- stops driving the trunk. The defaults were chosen on three problems of unequal
+        difficulty (``docs/benchmarks/unequal_tasks.md``, user guide "Tasks of unequal
+        difficulty").
     input_shape : tuple of int, optional
         Shape of one sample when images are passed flat, e.g. ``(1, 12, 12)``.
     missing_label : scalar, optional
@@ -122,7 +129,8 @@ class MTSGDMultiTaskClassifier(ClassifierMixin, MTSGDNetBase):
 
     def __init__(self, module=None, *, n_particles=5, method="mtsgd", kernel="parameter",
                  smooth_drive=False, bandwidth="median", repulsion=1e-3, head_repulsion=1e-2,
-                 warmup_epochs=0, task_normalization="none", input_shape=None,
+                 warmup_epochs=0, task_normalization="l2", normalize_drive=False,
+                 input_shape=None,
                  missing_label=None,
                  random_state=None, criterion=torch.nn.CrossEntropyLoss,
                  optimizer=torch.optim.Adam, lr=1e-3, max_epochs=20, batch_size=64,
@@ -136,6 +144,7 @@ class MTSGDMultiTaskClassifier(ClassifierMixin, MTSGDNetBase):
         self.smooth_drive = smooth_drive
         self.warmup_epochs = warmup_epochs
         self.task_normalization = task_normalization
+        self.normalize_drive = normalize_drive
         self.bandwidth = bandwidth
         self.repulsion = repulsion
         self.head_repulsion = head_repulsion
@@ -145,12 +154,38 @@ class MTSGDMultiTaskClassifier(ClassifierMixin, MTSGDNetBase):
 
     # -- targets ---------------------------------------------------------------------------------
 
-    def _prepare_targets(self, y, n_samples):
+    def _prepare_targets(self, y, n_samples, classes=None):
         y, self.single_task_ = as_task_columns(y)
-        codes, classes, self.task_names_ = encode_targets(y, n_samples, self.missing_label)
+        if classes is None:
+            codes, classes, self.task_names_ = encode_targets(y, n_samples, self.missing_label)
+        else:
+            classes = self._given_classes(classes, self.single_task_)
+            arr, names = as_2d_targets(y, n_samples)
+            self.task_names_ = names or [f"task_{t}" for t in range(arr.shape[1])]
+            codes = encode_with_classes(y, n_samples, classes, self.task_names_,
+                                        self.missing_label)
         self.n_tasks_ = len(classes)
         self.classes_ = classes[0] if self.single_task_ else classes
         return codes
+
+    @staticmethod
+    def _given_classes(classes, single_task):
+        """``classes`` of ``partial_fit`` as one sorted label array per task."""
+        per_task = [classes] if single_task else list(classes)
+        out = [np.unique(np.asarray(c)) for c in per_task]
+        for t, c in enumerate(out):
+            if c.ndim != 1 or len(c) < 2:
+                raise ValueError(f"classes must give at least 2 labels for every task; task {t} "
+                                 f"has {c.tolist()}")
+        return out
+
+    def _check_same_classes(self, classes):
+        given = self._given_classes(classes, self.single_task_)
+        fitted = self._task_classes()
+        if len(given) != len(fitted) or not all(
+                np.array_equal(a, b) for a, b in zip(given, fitted)):
+            raise ValueError(f"classes={[c.tolist() for c in given]} differs from the classes "
+                             f"of the first call, {[c.tolist() for c in fitted]}")
 
     def _continuation_targets(self, y, n_samples, partial):
         y, single = as_task_columns(y)
@@ -188,9 +223,13 @@ class MTSGDMultiTaskClassifier(ClassifierMixin, MTSGDNetBase):
 
     # -- predictions ---------------------------------------------------------------------------
 
+    @staticmethod
+    def _member_proba(logits):
+        """(b, M, C) logits -> (M, b, C) float64 probabilities."""
+        return torch.softmax(logits.double(), dim=-1).transpose(0, 1).cpu().numpy()
+
     def _members_per_task(self, X):
-        return [to_numpy(torch.softmax(lg.float(), dim=-1).transpose(0, 1))
-                for lg in self._member_outputs(X)]
+        return [self._member_proba(lg) for lg in self._member_outputs(X)]
 
     def predict_proba_members(self, X):
         """Class probabilities of every particle: list of T arrays (M, n_samples, n_classes_t)
@@ -198,14 +237,16 @@ class MTSGDMultiTaskClassifier(ClassifierMixin, MTSGDNetBase):
         return self._single(self._members_per_task(X))
 
     def predict_proba(self, X):
-        """Ensemble class probabilities (average over particles): list of T arrays
+        """Ensemble class probabilities (average over particles): list of T float64 arrays
         (n_samples, n_classes_t), columns in ``classes_[t]`` order (one array for a 1-D
         ``y``)."""
-        return self._single([p.mean(axis=0) for p in self._members_per_task(X)])
+        return self._single(list(self._reduce_rows(
+            X, lambda out: tuple(self._member_proba(lg).mean(axis=0) for lg in out))))
 
     def _predict_codes(self, X):
-        return np.column_stack([p.mean(axis=0).argmax(axis=1)
-                                for p in self._members_per_task(X)])
+        (codes,) = self._reduce_rows(X, lambda out: (np.column_stack(
+            [self._member_proba(lg).mean(axis=0).argmax(axis=1) for lg in out]),))
+        return codes
 
     def predict(self, X):
         """Most probable label of each task -> (n_samples, n_tasks), original labels
@@ -223,9 +264,11 @@ class MTSGDMultiTaskClassifier(ClassifierMixin, MTSGDNetBase):
         total entropy of the ensemble average = expected member entropy (aleatoric) + mutual
         information between label and particle (epistemic).
         """
-        parts = [entropy_decomposition(p) for p in self._members_per_task(X)]
-        out = {name: np.column_stack([part[i] for part in parts])
-               for i, name in enumerate(("total", "aleatoric", "epistemic"))}
+        def reduce(out):
+            parts = [entropy_decomposition(self._member_proba(lg)) for lg in out]
+            return tuple(np.column_stack([part[i] for part in parts]) for i in range(3))
+
+        out = dict(zip(("total", "aleatoric", "epistemic"), self._reduce_rows(X, reduce)))
         return {k: v[:, 0] for k, v in out.items()} if self.single_task_ else out
 
     def score(self, X, y, sample_weight=None):
@@ -240,7 +283,15 @@ class MTSGDMultiTaskClassifier(ClassifierMixin, MTSGDNetBase):
         if arr.shape[1] != self.n_tasks_:
             raise ValueError(f"y has {arr.shape[1]} task columns but the estimator was fitted "
                              f"on {self.n_tasks_} tasks")
-        w = np.ones(len(pred)) if sample_weight is None else np.asarray(sample_weight, float)
+        if sample_weight is None:
+            w = np.ones(len(pred))
+        else:
+            w = np.asarray(sample_weight, dtype=np.float64)
+            if w.shape != (len(pred),):
+                raise ValueError(f"sample_weight has shape {w.shape}; expected ({len(pred)},), "
+                                 "one weight per sample of X")
+            if not np.isfinite(w).all() or (w < 0).any():
+                raise ValueError("sample_weight must be finite and non-negative")
         accs = []
         for t in range(self.n_tasks_):
             lab = ~missing_mask(arr[:, t], self.missing_label)

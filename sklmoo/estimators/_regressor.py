@@ -30,7 +30,8 @@ class MTSGDRegressor(RegressorMixin, MTSGDNetBase):
     :class:`~sklearn.gaussian_process.GaussianProcessRegressor`.
 
     A skorch ``NeuralNet`` (callbacks, ``history``, ``device='cuda'``, ``save_params``,
-    ``warm_start``, ``set_params(module__...)``) and a scikit-learn regressor: ``y`` of shape
+    ``warm_start``, ``set_params(module__...)``; ``load_params`` into an estimator fitted on
+    data of the same shape, e.g. with ``max_epochs=1``) and a scikit-learn regressor: ``y`` of shape
     (n_samples,) or (n_samples, n_outputs), array or DataFrame (column names become
     ``task_names_``); NaN in ``y`` is a missing target, left out of that output's loss.
 
@@ -57,7 +58,10 @@ class MTSGDRegressor(RegressorMixin, MTSGDNetBase):
         As in :class:`~sklmoo.MTSGDMultiTaskClassifier`.
     task_normalization : {'none', 'l2'}, default='none'
         As in the classifier; the loss-based ones are not offered because a Gaussian NLL can be
-        negative.
+        negative. The default stays the paper's 'none' here: the classifier's study did not
+        cover regression.
+    normalize_drive : bool, default=False
+        As in the classifier.
     heteroscedastic : bool, default=False
         False: one learned noise scale per output and particle. True: the heads also predict
         a per-sample noise scale (input-dependent aleatoric uncertainty).
@@ -106,7 +110,8 @@ class MTSGDRegressor(RegressorMixin, MTSGDNetBase):
 
     def __init__(self, module=None, *, n_particles=5, method="mtsgd", kernel="function",
                  smooth_drive=False, bandwidth="median", repulsion=1e-3, head_repulsion=1e-2,
-                 warmup_epochs=0, task_normalization="none", heteroscedastic=False,
+                 warmup_epochs=0, task_normalization="none", normalize_drive=False,
+                 heteroscedastic=False,
                  normalize_y=True, input_shape=None,
                  random_state=None, criterion=torch.nn.GaussianNLLLoss,
                  optimizer=torch.optim.Adam, lr=1e-3, max_epochs=50, batch_size=64,
@@ -120,6 +125,7 @@ class MTSGDRegressor(RegressorMixin, MTSGDNetBase):
         self.smooth_drive = smooth_drive
         self.warmup_epochs = warmup_epochs
         self.task_normalization = task_normalization
+        self.normalize_drive = normalize_drive
         self.bandwidth = bandwidth
         self.repulsion = repulsion
         self.head_repulsion = head_repulsion
@@ -158,17 +164,35 @@ class MTSGDRegressor(RegressorMixin, MTSGDNetBase):
 
     # -- targets ---------------------------------------------------------------------------------
 
-    def _prepare_targets(self, y, n_samples):
+    def _check_same_classes(self, classes):
+        raise ValueError("classes is for classifiers; a regressor's partial_fit takes none")
+
+    def _prepare_targets(self, y, n_samples, classes=None):
+        if classes is not None:
+            self._check_same_classes(classes)
         arr, self.single_task_, self.task_names_ = regression_targets(y, n_samples)
         self.n_tasks_ = self.n_outputs_ = arr.shape[1]
         if self.normalize_y:
-            self.y_mean_, self.y_scale_ = np.nanmean(arr, axis=0), np.nanstd(arr, axis=0)
+            # in units of each output's largest magnitude: sums and squares of targets near
+            # the float64 limit (beyond ~1e154) would overflow
+            magnitude = np.nanmax(np.abs(arr), axis=0)
+            unit = arr / magnitude
+            self.y_mean_ = np.nanmean(unit, axis=0) * magnitude
+            self.y_scale_ = np.nanstd(unit, axis=0) * magnitude
         else:
             self.y_mean_, self.y_scale_ = np.zeros(arr.shape[1]), np.ones(arr.shape[1])
         return self._standardise(arr)
 
     def _standardise(self, arr):
-        return ((arr - self.y_mean_) / self.y_scale_).astype(np.float32)
+        with np.errstate(over="ignore", invalid="ignore"):
+            out = (arr / self.y_scale_ - self.y_mean_ / self.y_scale_).astype(np.float32)
+        if not np.isfinite(out[~np.isnan(arr)]).all():
+            raise ValueError("y does not fit the network's float32 arithmetic after "
+                             f"{'standardisation' if self.normalize_y else 'no scaling'} "
+                             "(|value| beyond 3.4e38); "
+                             + ("use normalize_y=True" if not self.normalize_y else
+                                "rescale the targets"))
+        return out
 
     def _continuation_targets(self, y, n_samples, partial):
         try:
@@ -207,9 +231,36 @@ class MTSGDRegressor(RegressorMixin, MTSGDNetBase):
 
     def _member_moments(self, X):
         """Per-particle means and standard deviations in the original units, (M, n, T) each."""
-        outs = [o.detach().to("cpu", torch.float64).numpy() for o in self._member_outputs(X)]
+        return self._batch_moments(self._member_outputs(X))
+
+    def _batch_moments(self, outputs, standardised=False):
+        """Per-task (n, M, 2) head outputs -> particle means and stds (M, n, T), in original
+        units (or in the standardised ones the network works in)."""
+        outs = [o.detach().to("cpu", torch.float64).numpy() for o in outputs]
         stacked = np.stack(outs, axis=-1).transpose(1, 0, 3, 2)      # (M, n, T, 2)
+        if standardised:
+            return stacked[..., 0], stacked[..., 1]
         return (stacked[..., 0] * self.y_scale_ + self.y_mean_, stacked[..., 1] * self.y_scale_)
+
+    def _ensemble_moments(self, X):
+        """Ensemble mean (original units) and the aleatoric and epistemic variances in
+        standardised units ((n, T) each), streamed over rows: squaring in original units would
+        overflow for targets beyond ~1e154."""
+        def reduce(out):
+            means, stds = self._batch_moments(out, standardised=True)
+            return (means.mean(axis=0) * self.y_scale_ + self.y_mean_,
+                    *self._variance_parts(means, stds))
+
+        return self._reduce_rows(X, reduce)
+
+    def _original_variance(self, variance):
+        with np.errstate(over="ignore"):
+            out = variance * self.y_scale_ ** 2
+        if not np.isfinite(out).all():
+            raise ValueError("the predictive variance in the units of y exceeds the float64 "
+                             "range (targets beyond ~1e154): use predict(X, return_std=True), "
+                             "or rescale y")
+        return out
 
     def _shaped(self, a):
         return a[..., 0] if self.single_task_ else a
@@ -235,12 +286,10 @@ class MTSGDRegressor(RegressorMixin, MTSGDNetBase):
         mean : ndarray
         std : ndarray, only with ``return_std=True``
         """
-        means, stds = self._member_moments(X)
-        mean = means.mean(axis=0)
+        mean, aleatoric, epistemic = self._ensemble_moments(X)
         if not return_std:
             return self._shaped(mean)
-        aleatoric, epistemic = self._variance_parts(means, stds)
-        return self._shaped(mean), self._shaped(np.sqrt(aleatoric + epistemic))
+        return self._shaped(mean), self._shaped(np.sqrt(aleatoric + epistemic) * self.y_scale_)
 
     @property
     def predict_proba(self):
@@ -265,7 +314,8 @@ class MTSGDRegressor(RegressorMixin, MTSGDNetBase):
         total = aleatoric (the particles' mean noise variance) + epistemic (the variance of the
         particles' means), the law of total variance over the ensemble.
         """
-        aleatoric, epistemic = self._variance_parts(*self._member_moments(X))
+        _, aleatoric, epistemic = (self._original_variance(v) if i else v
+                                   for i, v in enumerate(self._ensemble_moments(X)))
         return {"total": self._shaped(aleatoric + epistemic),
                 "aleatoric": self._shaped(aleatoric), "epistemic": self._shaped(epistemic)}
 

@@ -20,6 +20,16 @@ def as_task_columns(y):
     if isinstance(y, pd.DataFrame):
         return y, False
     arr = np.asarray(y, dtype=object) if not hasattr(y, "dtype") else np.asarray(y)
+    if arr.ndim == 1 and arr.dtype == object:
+        rows = [v for v in arr if isinstance(v, (list, tuple, np.ndarray, pd.Series))]
+        if rows:
+            lengths = sorted({len(v) for v in rows})
+            if len(rows) < len(arr) or len(lengths) > 1:
+                raise ValueError(
+                    f"y is ragged: its rows hold different numbers of labels ({lengths} and "
+                    f"{len(arr) - len(rows)} scalar row(s)); a multi-task y needs one label "
+                    "per task in every row (NaN or None for a missing label)")
+            return np.array([list(v) for v in rows], dtype=object), False
     if arr.ndim == 1:
         return arr.reshape(-1, 1), True
     return y, False

@@ -236,7 +236,8 @@ class MultiTaskParticleNet(nn.Module):
                     raise ValueError("cannot infer the trunk's output size: give it an "
                                      "n_features_out attribute or pass input_shape")
             else:
-                n_out = probe(torch.zeros(1, *shape)).reshape(1, -1).shape[1]
+                # eval mode: a BatchNorm layer cannot normalise a single training sample
+                n_out = probe.eval()(torch.zeros(1, *shape)).reshape(1, -1).shape[1]
         self.n_features_out = int(n_out)
         head_factory = StackedLinear if head_factory is None else head_factory
         self.heads = nn.ModuleList(head_factory(n_particles, self.n_features_out, c)

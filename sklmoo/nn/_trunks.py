@@ -1,6 +1,22 @@
 """Default trunk networks: an MLP for tabular data and a small LeNet-style CNN for images."""
 
+import numpy as np
 from torch import nn
+
+
+def _positive_ints(name, value, length=None):
+    """``value`` as a tuple of positive ints, or a ValueError naming the parameter."""
+    try:
+        items = tuple(value)
+    except TypeError:
+        items = None
+    if (items is None or isinstance(value, (str, bytes))
+            or not all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) and v > 0
+                       for v in items)
+            or (length is not None and len(items) != length)):
+        what = f"{length} positive integers" if length else "a tuple of positive integers"
+        raise ValueError(f"{name} must be {what} (e.g. module__{name}=(64, 64)), got {value!r}")
+    return tuple(int(v) for v in items)
 
 
 class MLPTrunk(nn.Module):
@@ -21,6 +37,7 @@ class MLPTrunk(nn.Module):
 
     def __init__(self, n_features, hidden_units=(64, 64)):
         super().__init__()
+        hidden_units = _positive_ints("hidden_units", hidden_units)
         layers, width = [], n_features
         for h in hidden_units:
             layers += [nn.Linear(width, h), nn.ReLU()]
@@ -53,7 +70,8 @@ class LeNetTrunk(nn.Module):
 
     def __init__(self, in_channels=1, height=12, width=12, channels=(8, 16), hidden_units=64):
         super().__init__()
-        c1, c2 = channels
+        c1, c2 = _positive_ints("channels", channels, length=2)
+        (hidden_units,) = _positive_ints("hidden_units", (hidden_units,))
         self.conv = nn.Sequential(
             nn.Conv2d(in_channels, c1, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
             nn.Conv2d(c1, c2, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),

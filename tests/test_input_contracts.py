@@ -1,0 +1,258 @@
+"""Contracts a second hostile-input audit found broken: each one a clear, early error naming
+the problem, or the behaviour scikit-learn users expect."""
+
+import warnings
+
+import numpy as np
+import pytest
+import torch
+from sklearn.base import clone
+from sklearn.datasets import load_iris
+from sklearn.exceptions import ConvergenceWarning, NotFittedError
+from sklearn.model_selection import GridSearchCV
+from sklearn.utils.estimator_checks import check_methods_subset_invariance
+
+from sklmoo import L2ESamplerClassifier, MTSGDMultiTaskClassifier, MTSGDRegressor
+
+
+@pytest.fixture(scope="module")
+def iris():
+    X, y = load_iris(return_X_y=True)
+    return ((X - X.mean(0)) / X.std(0)).astype(np.float32), y
+
+
+def _quiet(fn, *args, **kwargs):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        return fn(*args, **kwargs)
+
+
+def _l2e(**kw):
+    params = dict(n_chains=2, max_epochs=4, n_samples=2, random_state=0,
+                  module__hidden_units=(8,))
+    params.update(kw)
+    return L2ESamplerClassifier(**params)
+
+
+def _mtsgd(**kw):
+    params = dict(n_particles=2, max_epochs=2, random_state=0, module__hidden_units=(8,))
+    params.update(kw)
+    return MTSGDMultiTaskClassifier(**params)
+
+
+def _reg(**kw):
+    params = dict(n_particles=2, max_epochs=2, random_state=0, module__hidden_units=(8,))
+    params.update(kw)
+    return MTSGDRegressor(**params)
+
+
+ESTIMATORS = {"l2e": _l2e, "mtsgd": _mtsgd, "regressor": _reg}
+
+
+def _target(name, y, X):
+    return X[:, 0] * 2.0 + y if name == "regressor" else y
+
+
+# -- parameters ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["mtsgd", "regressor"])
+def test_zero_epochs_is_refused_not_a_fitted_untrained_model(iris, name):
+    X, y = iris
+    est = ESTIMATORS[name](max_epochs=0)
+    with pytest.raises(ValueError, match="max_epochs must be an integer >= 1"):
+        est.fit(X, _target(name, y, X))
+    assert not est.__sklearn_is_fitted__()
+
+
+@pytest.mark.parametrize("name", ["mtsgd", "regressor"])
+@pytest.mark.parametrize("lr", ["0.01", -1.0, 0.0, float("nan")])
+def test_lr_is_validated(iris, name, lr):
+    X, y = iris
+    with pytest.raises(ValueError, match="lr must be a finite positive number"):
+        ESTIMATORS[name](lr=lr).fit(X, _target(name, y, X))
+
+
+def test_l2e_has_no_lr_or_optimizer_parameters(iris):
+    X, y = iris
+    params = _l2e().get_params()
+    assert "lr" not in params and "optimizer" not in params
+    with pytest.raises(ValueError, match="Invalid parameter 'lr'"):
+        _l2e().set_params(lr=0.1)
+    with pytest.raises(ValueError, match="Invalid parameter 'lr'"):
+        GridSearchCV(_l2e(), {"lr": [0.1, 1.0]}, cv=2).fit(X, y)
+    with pytest.raises(ValueError, match="does not use lr"):
+        _l2e(lr=0.5).fit(X, y)
+    with pytest.raises(ValueError, match="does not use optimizer"):
+        _l2e(optimizer=torch.optim.SGD).fit(X, y)
+    # clone keeps working without them
+    assert clone(_l2e(n_chains=3)).n_chains == 3
+
+
+@pytest.mark.parametrize("name", list(ESTIMATORS))
+@pytest.mark.parametrize("units", [(0,), (-1,), 8, "abc", (8.5,)])
+def test_hidden_units_are_validated_by_name(iris, name, units):
+    X, y = iris
+    with pytest.raises(ValueError, match="hidden_units must be a tuple of positive integers"):
+        _quiet(ESTIMATORS[name](module__hidden_units=units).fit, X, _target(name, y, X))
+
+
+@pytest.mark.parametrize("name", list(ESTIMATORS))
+@pytest.mark.parametrize("shape", [4, "abc", (0, 4), ()])
+def test_input_shape_is_validated_by_name(iris, name, shape):
+    X, y = iris
+    with pytest.raises(ValueError, match="input_shape must be a tuple of positive integers"):
+        ESTIMATORS[name](input_shape=shape).fit(X, _target(name, y, X))
+
+
+class BatchNormNet(torch.nn.Module):
+    def __init__(self, n_out=3):
+        super().__init__()
+        self.net = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.BatchNorm1d(8),
+                                       torch.nn.ReLU(), torch.nn.Linear(8, n_out))
+        self.n_features_out = n_out
+
+    def forward(self, x):
+        return self.net(x)
+
+
+@pytest.mark.parametrize("name", list(ESTIMATORS))
+def test_modules_with_batchnorm_are_accepted(iris, name):
+    X, y = iris
+    est = ESTIMATORS[name](module=BatchNormNet)
+    est.set_params(module__hidden_units=None)
+    del est.module__hidden_units
+    _quiet(est.fit, X, _target(name, y, X))
+    assert est.predict(X[:5]).shape[0] == 5
+
+
+# -- targets ---------------------------------------------------------------------------------
+
+
+def test_ragged_multitask_y_is_refused(iris):
+    X, _ = iris
+    with pytest.raises(ValueError, match="y is ragged"):
+        _mtsgd().fit(X[:60], [[0, 1]] * 59 + [[0]])
+    with pytest.raises(ValueError, match="y is ragged"):
+        _mtsgd().fit(X[:60], [[0, 1]] * 59 + [0])
+    # equal-length rows are T tasks, as in scikit-learn
+    clf = _mtsgd().fit(X[:60], [[i % 2, i % 3] for i in range(60)])
+    assert clf.predict(X[:3]).shape == (3, 2)
+
+
+@pytest.mark.parametrize("scale", [1e154, 1e200, 1e300])
+def test_huge_targets_are_standardised_without_overflow(iris, scale):
+    X, y = iris
+    target = (X[:, 0] * 2.0 + y) * scale
+    reg = _reg().fit(X, target)
+    mean, std = reg.predict(X, return_std=True)
+    assert np.isfinite(mean).all() and np.isfinite(std).all() and (std > 0).all()
+    # the same fit in ordinary units, scaled
+    ref_mean, ref_std = _reg().fit(X, target / scale).predict(X, return_std=True)
+    np.testing.assert_allclose(mean / scale, ref_mean, rtol=1e-4, atol=1e-6)
+    np.testing.assert_allclose(std / scale, ref_std, rtol=1e-4)
+    if scale > 1e154:                          # its square is beyond float64
+        with pytest.raises(ValueError, match="exceeds the float64 range"):
+            reg.predict_uncertainty(X)
+    with pytest.raises(ValueError, match="float32"):
+        _reg(normalize_y=False).fit(X, target)
+
+
+# -- continuing and restoring ----------------------------------------------------------------
+
+
+def test_partial_fit_classes_fixes_the_label_set(iris):
+    X, y = iris
+    first = y < 2                              # the first chunk has classes 0 and 1 only
+    for est in (_l2e(), _mtsgd()):
+        _quiet(est.partial_fit, X[first], y[first], classes=[0, 1, 2])
+        assert list(est.classes_) == [0, 1, 2]
+        assert est.predict_proba(X[:3]).shape == (3, 3)
+        # a later chunk may lack classes
+        later = y == 2
+        _quiet(est.partial_fit, X[later][:20], y[later][:20])
+        with pytest.raises(ValueError, match="differs from the classes of the first call"):
+            est.partial_fit(X, y, classes=[0, 1])
+        with pytest.raises(ValueError, match="not"):
+            est.partial_fit(X[:5], np.array([0, 1, 5, 0, 1]))
+    with pytest.raises(ValueError, match="not in classes"):
+        _l2e().partial_fit(X, y, classes=[0, 1])
+    with pytest.raises(ValueError, match="not seen in fit"):
+        _mtsgd().partial_fit(X, y, classes=[0, 1])
+
+
+@pytest.mark.parametrize("name", ["mtsgd", "regressor"])
+def test_warm_start_with_another_particle_count_is_refused(iris, name):
+    X, y = iris
+    est = ESTIMATORS[name](warm_start=True).fit(X, _target(name, y, X))
+    before = est.predict(X[:5])
+    est.set_params(n_particles=3)
+    with pytest.raises(ValueError, match="fitted with 2 particles; n_particles is now 3"):
+        est.fit(X, _target(name, y, X))
+    np.testing.assert_array_equal(est.predict(X[:5]), before)   # the fitted model is kept
+    est.set_params(warm_start=False).fit(X, _target(name, y, X))
+    assert est.module_.n_particles == 3
+
+
+@pytest.mark.parametrize("name", list(ESTIMATORS))
+def test_save_params_restore_recipe(iris, name, tmp_path):
+    X, y = iris
+    target = _target(name, y, X)
+    est = _quiet(ESTIMATORS[name]().fit, X, target)
+    est.save_params(f_params=tmp_path / "p.pt")
+    new = ESTIMATORS[name]()
+    with pytest.raises(NotFittedError, match="max_epochs=1 is enough"):
+        new.initialize()
+    # the documented recipe: an estimator fitted on data of the same shape, then load_params
+    new = _quiet(clone(est).set_params(max_epochs=1).fit, X, target)
+    new.load_params(f_params=tmp_path / "p.pt")
+    np.testing.assert_array_equal(new.predict(X), est.predict(X))
+
+
+def test_load_params_updates_the_draw_count(iris, tmp_path):
+    X, y = iris
+    est = _quiet(_l2e(n_samples=3, max_epochs=8).fit, X, y)
+    est.save_params(f_params=tmp_path / "p.pt")
+    other = _quiet(_l2e(n_samples=2, max_epochs=8).fit, X, y)
+    assert other.n_draws_ == 2
+    other.load_params(f_params=tmp_path / "p.pt")
+    assert other.n_draws_ == 3 and other.convergence_ is None
+    np.testing.assert_array_equal(other.predict_proba(X), est.predict_proba(X))
+
+
+# -- scoring and predictions -----------------------------------------------------------------
+
+
+def test_score_with_sample_weight_of_the_wrong_length_is_a_value_error(iris):
+    X, y = iris
+    clf = _mtsgd().fit(X, y)
+    with pytest.raises(ValueError, match="sample_weight has shape"):
+        clf.score(X, y, sample_weight=np.ones(3))
+
+
+@pytest.mark.parametrize("sampler", ["l2e", "sghmc", "csgmcmc"])
+def test_predictions_do_not_depend_on_the_batch(sampler):
+    est = _l2e(sampler=sampler, burn_in=0, n_cycles=1, max_epochs=10)
+    check_methods_subset_invariance(type(est).__name__, est)
+
+
+@pytest.mark.parametrize("name", list(ESTIMATORS))
+def test_predictions_stream_over_rows(iris, name, monkeypatch):
+    """Predictions reduce batch by batch: the model average of a batch never holds other
+    rows (the memory benchmark measures the effect, benchmarks/bench_prediction_memory.py)."""
+    X, y = iris
+    est = _quiet(ESTIMATORS[name](batch_size=16).fit, X, _target(name, y, X))
+    full = est.predict(X)
+    seen = []
+    original = est._reduce_rows
+
+    def spy(X_, reduce):
+        def counted(batch):
+            seen.append(batch.shape[-2] if name == "l2e" else batch[0].shape[0])
+            return reduce(batch)
+        return original(X_, counted)
+
+    monkeypatch.setattr(est, "_reduce_rows", spy)
+    X = np.concatenate([X] * 4)                # 600 rows: several batches for every estimator
+    np.testing.assert_allclose(est.predict(X), np.concatenate([full] * 4), rtol=1e-6)
+    assert len(seen) > 1 and max(seen) <= 256
