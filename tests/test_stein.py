@@ -276,3 +276,35 @@ def test_normalize_task_scores_edge_cases_and_validation():
         MTSGD(task_normalization="max")
     with pytest.raises(ValueError, match="task_normalization must be one of"):
         MGDA(task_normalization=None)
+
+
+def test_weights_only_normalisation_moves_along_the_unscaled_directions():
+    # normalize_drive=False: the weights of the rescaled problem, the step along the raw scores
+    x, s = _problem(40, m=6, d=3, k=3)
+    s[0] *= 0.01                                  # a nearly fitted task
+    for rule, plain in ((MTSGD(repulsion=0.3, task_normalization="l2", normalize_drive=False),
+                         MTSGD(repulsion=0.3, task_normalization="l2")),
+                        (MOOSVGD(repulsion=0.3, task_normalization="l2", normalize_drive=False),
+                         MOOSVGD(repulsion=0.3, task_normalization="l2")),
+                        (MGDA(task_normalization="l2", normalize_drive=False),
+                         MGDA(task_normalization="l2"))):
+        phi, info = rule.direction(x, s)
+        _, info_norm = plain.direction(x, s)
+        torch.testing.assert_close(info.weights, info_norm.weights)
+        if isinstance(rule, MGDA):
+            torch.testing.assert_close(phi, torch.einsum("mk,kmd->md", info.weights, s))
+        elif isinstance(rule, MOOSVGD):
+            combined = torch.einsum("mk,kmd->md", info.weights, s)
+            torch.testing.assert_close(phi, _reference_svgd(x, combined, _rbf(info.sigma2), 0.3))
+        else:
+            per_target = torch.stack([_reference_svgd(x, s[k], _rbf(info.sigma2), 0.3)
+                                      for k in range(3)])
+            torch.testing.assert_close(phi, torch.einsum("k,kmd->md", info.weights, per_target))
+    # one task: exactly SVGD / gradient descent (weight 1, nothing rescaled)
+    x1, s1 = _problem(41, m=5, d=2, k=1)
+    torch.testing.assert_close(
+        SVGD(repulsion=0.5, task_normalization="l2", normalize_drive=False).direction(x1, s1)[0],
+        SVGD(repulsion=0.5).direction(x1, s1)[0])
+    torch.testing.assert_close(
+        MGDA(task_normalization="l2", normalize_drive=False).direction(x1, s1)[0], s1[0])
+    assert "normalize_drive=False" in repr(MTSGD(task_normalization="l2", normalize_drive=False))

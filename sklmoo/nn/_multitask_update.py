@@ -16,12 +16,14 @@ from ._function_kernel import function_space_terms
 
 
 def make_update_rules(method, kernel, repulsion, head_repulsion, head_kernel=None,
-                      task_normalization="none"):
+                      task_normalization="none", normalize_drive=True):
     """``(trunk_rule, head_rule)`` for a method name (``head_kernel`` defaults to ``kernel``).
 
     ``task_normalization`` rescales each particle's per-task trunk score before the trunk rule
     weighs the tasks (:func:`~sklmoo.samplers.normalize_task_scores`; ``'l2'`` is the MT-SGD
-    authors' unit norm); the heads, one task each, are never rescaled.
+    authors' unit norm); ``normalize_drive=False`` takes only the task weights from the rescaled
+    scores and moves the trunks along the unscaled ones. The heads, one task each, are never
+    rescaled.
 
     * ``'mtsgd'``: trunk by MT-SGD over the T task posteriors (Eq. 7), heads by SVGD (Eq. 9);
     * ``'moo_svgd'``: trunk by MOO-SVGD, heads by SVGD;
@@ -39,6 +41,8 @@ def make_update_rules(method, kernel, repulsion, head_repulsion, head_kernel=Non
     """
     head_kernel = kernel if head_kernel is None else head_kernel
     norm = dict(task_normalization=task_normalization)
+    if method != "linear":           # fixed weights: the drive is all there is to rescale
+        norm["normalize_drive"] = normalize_drive
     if method == "mtsgd":
         return MTSGD(kernel, repulsion, **norm), SVGD(head_kernel, head_repulsion)
     if method == "moo_svgd":

@@ -95,9 +95,10 @@ def normalize_task_scores(scores, task_normalization="none", log_densities=None)
 
     A zero scale leaves its score unscaled (a zero score stays zero; a loss of exactly 0 -- a
     fitted task, in floating point -- comes with a vanishing score). Why: the min-norm weights
-    favour the task whose score is small (typically the easy, nearly converged one); after ``'l2'`` only the directions of the
-    scores matter, so a task with a 100x smaller gradient is not starved, and scaling one task's
-    loss by any positive constant leaves the weights unchanged.
+    favour the task whose score is small (typically the easy, nearly converged one); after
+    ``'l2'`` only the directions of the scores matter, so a task with a 100x smaller gradient
+    is not starved, and scaling one task's loss by any positive constant leaves the weights
+    unchanged.
 
     Parameters
     ----------
@@ -209,14 +210,17 @@ def stein_gram(terms, scores, repulsion=1.0):
 
 
 class _KernelRule:
-    def __init__(self, kernel=None, repulsion=1.0, task_normalization="none"):
+    def __init__(self, kernel=None, repulsion=1.0, task_normalization="none",
+                 normalize_drive=True):
         self.kernel = RBFKernel() if kernel is None else kernel
         self.repulsion = float(repulsion)
         self.task_normalization = _check_task_normalization(task_normalization)
+        self.normalize_drive = bool(normalize_drive)
 
     def __repr__(self):
         extra = ("" if self.task_normalization == "none"
                  else f", task_normalization={self.task_normalization!r}")
+        extra += "" if self.normalize_drive else ", normalize_drive=False"
         return (f"{type(self).__name__}(kernel={self.kernel!r}, repulsion={self.repulsion}"
                 f"{extra})")
 
@@ -248,6 +252,12 @@ class MTSGD(_KernelRule):
         Rescale each score at each particle first (:func:`normalize_task_scores`); U and the
         drive then use the rescaled scores :math:`\tilde s_k`, so Lemma 1 holds for the Stein
         directions :math:`\tilde\phi_k` of the rescaled fields. ``'none'`` is exact MT-SGD.
+    normalize_drive : bool, default=True
+        With a ``task_normalization``: whether the drive follows the rescaled scores (the MT-SGD
+        authors' script; Lemma 1 then holds for the rescaled directions) or only the weights
+        come from them and the drive is :math:`\sum_k w_k` times the *unscaled* Stein
+        directions (MGDA-UB's use of its normalisations: a task whose gradient has vanished
+        because it is fitted, or overfitted, stops driving the particles).
 
     Notes
     -----
@@ -277,9 +287,12 @@ class MTSGD(_KernelRule):
         # the kernel sees the true scores (a log-density kernel's Jacobian), U and the drive
         # the rescaled ones
         terms = self.kernel.stein_terms(particles, scores, log_densities)
-        scores = normalize_task_scores(scores, self.task_normalization, log_densities)
+        raw, scores = scores, normalize_task_scores(scores, self.task_normalization,
+                                                    log_densities)
         gram, kernel_scores = stein_gram(terms, scores, self.repulsion)
         weights = min_norm_weights(gram)
+        if not self.normalize_drive and scores is not raw:
+            kernel_scores = torch.einsum("ab,kbd->kad", terms.matrix, raw)
         m = particles.shape[0]
         drive = torch.einsum("k,kad->ad", weights, kernel_scores) / m
         repulsive = self.repulsion * terms.repulsive / m
@@ -339,13 +352,15 @@ class MGDA:
     tensor([[0.5000, 0.5000]])
     """
 
-    def __init__(self, task_normalization="none"):
+    def __init__(self, task_normalization="none", normalize_drive=True):
         self.task_normalization = _check_task_normalization(task_normalization)
+        self.normalize_drive = bool(normalize_drive)
 
     def __repr__(self):
         if self.task_normalization == "none":
             return "MGDA()"
-        return f"MGDA(task_normalization={self.task_normalization!r})"
+        return (f"MGDA(task_normalization={self.task_normalization!r}"
+                f"{'' if self.normalize_drive else ', normalize_drive=False'})")
 
     def direction(self, particles, scores, log_densities=None):
         """Return ``(phi, info)``; ``info.weights`` is (M, K), ``info.gram`` (M, K, K).
@@ -353,8 +368,11 @@ class MGDA:
         With ``task_normalization`` the scores are first rescaled by
         :func:`normalize_task_scores` (``log_densities`` (M, K) for the loss-based ones)."""
         particles, scores = _check_inputs(particles, scores)
-        scores = normalize_task_scores(scores, self.task_normalization, log_densities)
+        raw, scores = scores, normalize_task_scores(scores, self.task_normalization,
+                                                    log_densities)
         combined, grams, weights = _per_particle_min_norm(scores)
+        if not self.normalize_drive:
+            combined = torch.einsum("mk,kmd->md", weights, raw)
         return combined, DirectionInfo(gram=grams, weights=weights)
 
 
@@ -387,8 +405,11 @@ class MOOSVGD(_KernelRule):
         """
         particles, scores = _check_inputs(particles, scores)
         terms = self.kernel.stein_terms(particles, scores, log_densities, trace=False)
-        scores = normalize_task_scores(scores, self.task_normalization, log_densities)
+        raw, scores = scores, normalize_task_scores(scores, self.task_normalization,
+                                                    log_densities)
         combined, grams, weights = _per_particle_min_norm(scores)
+        if not self.normalize_drive:
+            combined = torch.einsum("mk,kmd->md", weights, raw)
         drive = terms.matrix @ combined / particles.shape[0]
         repulsive = self.repulsion * terms.repulsive / particles.shape[0]
         return drive + repulsive, DirectionInfo(gram=grams, weights=weights, sigma2=terms.sigma2,
