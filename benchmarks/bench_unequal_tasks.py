@@ -187,6 +187,7 @@ def _atomic_write(path, text, binary_writer=None):
         else:
             os.close(fd)
             binary_writer(tmp)
+        os.chmod(tmp, 0o644)
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):
@@ -280,7 +281,7 @@ def _plot(rows, path):
     axes[0][0].set_ylabel("trunk weight of the hard task\n(mean over batches ± batch std)")
     axes[0][-1].legend(fontsize=7, loc="best")
     fig.tight_layout()
-    fig.savefig(path, dpi=110, format="png")
+    fig.savefig(path, dpi=90, format="png")
     plt.close(fig)
 
 
@@ -288,12 +289,22 @@ def _plot(rows, path):
 HARD_TASK = {"leaf": 0, "noisy": 1, "penguins": 1}
 
 
+def _rounded(obj):
+    if isinstance(obj, float):
+        return round(obj, 5)
+    if isinstance(obj, dict):
+        return {k: _rounded(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_rounded(v) for v in obj]
+    return obj
+
+
 def write(rows):
     table = summarise(rows)
     payload = {"command": COMMAND, "seeds": list(SEEDS), "runs": rows,
                "summary": [{"problem": k[0], "method": k[1], "task_normalization": k[2], **v}
                            for k, v in table.items()]}
-    _atomic_write(OUT_JSON, json.dumps(payload, indent=1))
+    _atomic_write(OUT_JSON, json.dumps(_rounded(payload), separators=(",", ":")))
     _atomic_write(OUT_MD, _markdown(rows, table))
     _atomic_write(OUT_PNG, None, binary_writer=lambda tmp: _plot(rows, tmp))
 
