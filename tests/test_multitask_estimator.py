@@ -422,3 +422,19 @@ def test_defaults_weigh_tasks_by_unit_gradients_and_fit_without_warnings():
     assert w.min() > 0.05                     # neither task is starved
     with pytest.raises(ValueError, match="normalize_drive must be True or False"):
         MTSGDMultiTaskClassifier(normalize_drive="no", max_epochs=1).fit(X, Y)
+
+
+def test_linear_stays_the_plain_independent_ensemble_under_the_default_normalisation():
+    from sklmoo.nn import make_update_rules
+    from sklmoo.samplers import RBFKernel
+    trunk, _ = make_update_rules("linear", RBFKernel(), 1e-3, 1e-2, task_normalization="l2",
+                                 normalize_drive=False)
+    assert trunk.task_normalization == "none"          # fixed weights: nothing to rescale
+    trunk, _ = make_update_rules("linear", RBFKernel(), 1e-3, 1e-2, task_normalization="l2")
+    assert trunk.task_normalization == "l2"            # the authors' rescaled drive
+    X = np.random.default_rng(0).normal(size=(60, 4)).astype(np.float32)
+    y = np.column_stack([(X[:, 0] > 0), (X[:, 1] > 0.5)]).astype(int)
+    a = _small(method="linear").fit(X, y)
+    b = _small(method="linear", task_normalization="none").fit(X, y)
+    for pa, pb in zip(a.predict_proba(X), b.predict_proba(X)):
+        np.testing.assert_array_equal(pa, pb)

@@ -156,3 +156,18 @@ def test_l2_task_normalisation_moves_the_task_beside_a_100x_smaller_gradient():
     assert moved["l2"] > 0.5 * loss_b(init)
     with pytest.raises(ValueError, match="task_normalization"):
         sample_multi_target(targets, init, 1, task_normalization="L2")
+
+
+def test_weights_only_normalisation_in_the_driver():
+    a, b = torch.tensor([2.0, 0.0]), torch.tensor([0.0, 2.0])
+    targets = [lambda x: -0.005 * ((x - a) ** 2).sum(1), lambda x: -0.5 * ((x - b) ** 2).sum(1)]
+    init = torch.randn(6, 2, generator=torch.Generator().manual_seed(1)) - 3.0
+    # 'linear' has fixed weights: without a rescaled drive the normalisation changes nothing
+    plain = sample_multi_target(targets, init, 5, method="linear", optimizer="sgd", lr=0.1)
+    same = sample_multi_target(targets, init, 5, method="linear", optimizer="sgd", lr=0.1,
+                               task_normalization="l2", normalize_drive=False)
+    torch.testing.assert_close(same.particles, plain.particles)
+    # MGDA with two tasks and unit-norm weights: the midpoint weights, raw drive = 'linear'
+    mgda = sample_multi_target(targets, init, 5, method="mgda", optimizer="sgd", lr=0.1,
+                               task_normalization="l2", normalize_drive=False)
+    torch.testing.assert_close(mgda.particles, plain.particles, rtol=1e-5, atol=1e-6)

@@ -40,9 +40,7 @@ def make_update_rules(method, kernel, repulsion, head_repulsion, head_kernel=Non
     ('MTSGD', 'SVGD')
     """
     head_kernel = kernel if head_kernel is None else head_kernel
-    norm = dict(task_normalization=task_normalization)
-    if method != "linear":           # fixed weights: the drive is all there is to rescale
-        norm["normalize_drive"] = normalize_drive
+    norm = dict(task_normalization=task_normalization, normalize_drive=normalize_drive)
     if method == "mtsgd":
         return MTSGD(kernel, repulsion, **norm), SVGD(head_kernel, head_repulsion)
     if method == "moo_svgd":
@@ -50,7 +48,10 @@ def make_update_rules(method, kernel, repulsion, head_repulsion, head_kernel=Non
     if method == "mgda":
         return MGDA(**norm), LinearScalarization()
     if method == "linear":
-        return LinearScalarization(**norm), LinearScalarization()
+        # fixed weights: a rescaling can only change the drive, so without normalize_drive
+        # 'linear' stays the plain independent ensemble whatever task_normalization says
+        scaled = task_normalization if normalize_drive else "none"
+        return LinearScalarization(task_normalization=scaled), LinearScalarization()
     raise ValueError(f"method must be one of {METHODS}, got {method!r}")
 
 

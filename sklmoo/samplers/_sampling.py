@@ -16,7 +16,8 @@ MULTI_TARGET_METHODS = ("mtsgd", "moo_svgd", "mgda", "linear")
 METHODS = MULTI_TARGET_METHODS + ("svgd",)
 
 
-def make_direction_rule(method, kernel=None, repulsion=1.0, task_normalization="none"):
+def make_direction_rule(method, kernel=None, repulsion=1.0, task_normalization="none",
+                        normalize_drive=True):
     """The direction rule object for a method name (see :data:`METHODS`); every rule rescales
     the scores by ``task_normalization`` first (see :func:`normalize_task_scores`).
 
@@ -26,7 +27,7 @@ def make_direction_rule(method, kernel=None, repulsion=1.0, task_normalization="
     >>> type(make_direction_rule("mtsgd", repulsion=0.5)).__name__
     'MTSGD'
     """
-    norm = dict(task_normalization=task_normalization)
+    norm = dict(task_normalization=task_normalization, normalize_drive=normalize_drive)
     if method == "mtsgd":
         return MTSGD(kernel=kernel, repulsion=repulsion, **norm)
     if method == "svgd":
@@ -35,8 +36,9 @@ def make_direction_rule(method, kernel=None, repulsion=1.0, task_normalization="
         return MOOSVGD(kernel=kernel, repulsion=repulsion, **norm)
     if method == "mgda":
         return MGDA(**norm)
-    if method == "linear":
-        return LinearScalarization(**norm)
+    if method == "linear":       # fixed weights: only the drive can be rescaled
+        return LinearScalarization(
+            task_normalization=task_normalization if normalize_drive else "none")
     raise ValueError(f"method must be one of {METHODS}, got {method!r}")
 
 
@@ -118,8 +120,9 @@ def _make_optimizer(optimizer, params, lr, optimizer_kwargs):
 
 
 def sample_multi_target(log_probs, init, n_steps, *, method="mtsgd", optimizer="adam", lr=1e-2,
-                        kernel=None, repulsion=1.0, task_normalization="none", bounds=None,
-                        trace=False, trace_every=1, optimizer_kwargs=None):
+                        kernel=None, repulsion=1.0, task_normalization="none",
+                        normalize_drive=True, bounds=None, trace=False, trace_every=1,
+                        optimizer_kwargs=None):
     r"""Move particles toward several unnormalised densities at once.
 
     Each step computes the scores :math:`s_k = \nabla\log p_k` at every particle by autograd,
@@ -150,6 +153,9 @@ def sample_multi_target(log_probs, init, n_steps, *, method="mtsgd", optimizer="
         (:func:`~sklmoo.samplers.normalize_task_scores`): ``'l2'`` to unit norm, ``'loss'`` /
         ``'loss+'`` by :math:`-\log p_k` (which must then not be negative). ``'none'`` samples the
         targets themselves; see the docs' math page for what the others sample.
+    normalize_drive : bool, default=True
+        With a ``task_normalization``: follow the rescaled scores (True) or take only the
+        weights from them and follow the unscaled ones (False).
     bounds : (float, float), optional
         Box constraint (e.g. ZDT3's ``(0, 1)``): score components pointing out of the box at a
         particle on its boundary are zeroed before the direction is formed, and particles are
@@ -207,7 +213,8 @@ def sample_multi_target(log_probs, init, n_steps, *, method="mtsgd", optimizer="
         raise ValueError(f"task_normalization must be one of {TASK_NORMALIZATIONS}, "
                          f"got {task_normalization!r}")
     rule = make_direction_rule(method, kernel=kernel, repulsion=repulsion,
-                               task_normalization=task_normalization)
+                               task_normalization=task_normalization,
+                               normalize_drive=normalize_drive)
     particles = init.detach().clone()
     opt = _make_optimizer(optimizer, particles, lr, optimizer_kwargs)
     result = SamplingResult(particles=particles)
