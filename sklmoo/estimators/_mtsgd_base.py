@@ -227,7 +227,7 @@ class MTSGDNetBase(SklmooNetMixin, NeuralNet):
         loss = self._mean_loss(losses)
         epoch = len(self.history)
         if not torch.isfinite(loss):
-            raise FloatingPointError(f"non-finite training loss ({float(loss)}) in epoch {epoch};"
+            raise FloatingPointError(f"non-finite training loss ({loss.item()}) in epoch {epoch};"
                                      " lower lr or check X for extreme values")
         warming_up = epoch <= self.warmup_epochs
         trunk_rule, head_rule = self.warmup_rules_ if warming_up else self.rules_
