@@ -9,7 +9,7 @@ import torch
 from sklearn.base import ClassifierMixin
 from sklearn.exceptions import ConvergenceWarning, NotFittedError
 from sklearn.preprocessing import LabelEncoder
-from sklearn.utils import check_random_state
+from sklearn.utils import assert_all_finite, check_random_state
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import column_or_1d
 from skorch import NeuralNet
@@ -231,6 +231,10 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
         if y is None:
             raise ValueError(f"{type(self).__name__} requires y to be passed, but the target y "
                              "is None")
+        if np.asarray(y).dtype.kind in "fc":
+            # before type_of_target, which casts NaN / inf to int (a RuntimeWarning), as
+            # scikit-learn's classifiers check y
+            assert_all_finite(np.asarray(y), input_name="y")
         check_classification_targets(y)
         y = column_or_1d(y, warn=True)
         if len(y) != n_samples:
