@@ -118,7 +118,8 @@ def load_problem(name, seed):
     X_tr, X_te, y_tr, y_te = train_test_split(X, y, test_size=0.3, random_state=seed,
                                               stratify=y[:, stratify_task])
     scaler = StandardScaler().fit(X_tr)
-    X_tr, X_te = scaler.transform(X_tr).astype(np.float32), scaler.transform(X_te).astype(np.float32)
+    X_tr = scaler.transform(X_tr).astype(np.float32)
+    X_te = scaler.transform(X_te).astype(np.float32)
     y_tr = y_tr.astype(object)
     if kept < 1.0:
         drop = np.random.default_rng(2000 + seed).random(len(y_tr)) >= kept
