@@ -93,25 +93,28 @@ def write(results):
     (ROOT / "docs" / "benchmarks" / "multi_digits.json").write_text(json.dumps(
         {regime: {label: rows for label, rows in pc.items()} for regime, pc in results.items()},
         indent=1, default=float))
-    fig, axes = plt.subplots(len(results), 4, figsize=(16, 3.8 * len(results)), squeeze=False)
+    plt.rcParams.update({"font.size": 12})
+    fig, axes = plt.subplots(len(results), 4, figsize=(17, 4.6 * len(results)), squeeze=False)
     for i, (regime, per_config) in enumerate(results.items()):
         labels = list(per_config)
-        for j, (key, title, scale) in enumerate((("nll", "NLL", 1),
+        for j, (key, title, scale) in enumerate((("nll", "NLL (lower is better)", 1),
                                                  ("signed_gap", "confidence - accuracy (%)", 100),
-                                                 ("ece", "ECE (%)", 100),
+                                                 ("ece", "ECE (%, lower is better)", 100),
                                                  ("rotated_auroc", "AUROC test vs rotated", 1))):
             summ = [_summary(per_config[lab])[key] for lab in labels]
             ax = axes[i, j]
             ax.barh(np.arange(len(labels)), [m * scale for m, _ in summ],
                     xerr=[s * scale for _, s in summ], color="tab:blue")
-            ax.set_yticks(np.arange(len(labels)), labels if j == 0 else [""] * len(labels),
-                          fontsize=8)
+            ax.set_yticks(np.arange(len(labels)), labels if j == 0 else [""] * len(labels))
             ax.invert_yaxis()
-            ax.set_title(f"{title}\n{regime}" if j == 0 else title, fontsize=9)
+            ax.set_title(title)
+            ax.set_xlabel("mean ± std over seeds")
+            ax.grid(axis="x", alpha=0.3)
             if key == "signed_gap":
                 ax.axvline(0, color="k", lw=0.8)
             if key == "rotated_auroc":
                 ax.set_xlim(min(m - s for m, s in summ) - 0.01, 1.0)
+        axes[i, 0].set_ylabel(regime, fontsize=13, fontweight="bold")
     fig.tight_layout()
     fig.savefig(ROOT / "docs" / "_static" / "multi_digits.png", dpi=80)
     print("\n".join(lines))
