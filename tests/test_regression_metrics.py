@@ -159,3 +159,16 @@ def test_display_curves_and_areas(gaussian):
                                miscalibration_area(Y, M, S, multioutput="raw_values"))
     assert (disp.observed[1][1:-1] < disp.expected[1:-1]).all()     # too narrow: below
     assert "area" in disp.lines_[0].get_label()
+
+
+def test_coverage_does_not_count_overflowing_residuals_as_covered():
+    from sklmoo.metrics import interval_coverage
+
+    # y - mean overflows (2e308): 13 std away with std 1.5e307, 2 std away with std 1e308
+    y, mean = np.array([1e308]), np.array([-1e308])
+    assert interval_coverage(y, mean, np.array([1.5e307]), level=0.99) == 0.0
+    assert interval_coverage(y, mean, np.array([1e308]), level=0.99) == 1.0
+    assert interval_coverage(y, mean, np.array([1e308]), level=0.9) == 0.0
+    # ordinary values unchanged
+    assert interval_coverage([0.0, 1.0, 3.0], [0.0, 0.0, 0.0], [1.0, 1.0, 1.0],
+                             level=0.9) == 2 / 3

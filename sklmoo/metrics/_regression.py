@@ -147,7 +147,15 @@ def _inside(y, mean, std, level):
     """Whether each y lies in the central ``level`` interval of N(mean, std^2); ``level`` may
     be an array of levels (broadcast on a new last axis)."""
     z = ndtri(0.5 + np.asarray(level, dtype=np.float64) / 2)
-    return np.abs(y - mean)[..., None] <= std[..., None] * z
+    # in standard deviations: comparing |y - mean| with std * z counted inf <= inf as covered
+    # when both overflowed; a residual that overflows is measured as y / std - mean / std
+    with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
+        residual = np.abs(np.asarray(y, dtype=np.float64) - mean)
+        scaled = residual / std
+        overflow = ~np.isfinite(residual)
+        if overflow.any():
+            scaled = np.where(overflow, np.abs(y / std - mean / std), scaled)
+    return scaled[..., None] <= z
 
 
 def interval_coverage(y_true, y_mean, y_std, *, level=0.9, sample_weight=None,
