@@ -169,6 +169,8 @@ def test_coverage_does_not_count_overflowing_residuals_as_covered():
     assert interval_coverage(y, mean, np.array([1.5e307]), level=0.99) == 0.0
     assert interval_coverage(y, mean, np.array([1e308]), level=0.99) == 1.0
     assert interval_coverage(y, mean, np.array([1e308]), level=0.9) == 0.0
+    # 2.86 std away, and std * z (2.576) overflows as well: outside, not "inf <= inf"
+    assert interval_coverage(y, mean, np.array([7e307]), level=0.99) == 0.0
     # ordinary values unchanged
     assert interval_coverage([0.0, 1.0, 3.0], [0.0, 0.0, 0.0], [1.0, 1.0, 1.0],
                              level=0.9) == 2 / 3
