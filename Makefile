@@ -16,7 +16,7 @@ $(STAMP): setup.cfg pyproject.toml
 venv: $(STAMP)
 
 demo: $(STAMP)
-	MPLBACKEND=Agg $(PY) -m sklmoo.demo
+	MPLBACKEND=Agg $(PY) -u -m sklmoo.demo
 
 test: $(STAMP)
 	MPLBACKEND=Agg $(PY) -m pytest -q

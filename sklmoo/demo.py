@@ -5,7 +5,9 @@ comparison of the MT-SGD paper's Section 4.1.1). Fits :class:`~sklmoo.MTSGDMulti
 as an independent ensemble and by MT-SGD with the parameter- and the function-space kernel on
 the same data and seed, prints accuracy, NLL, Brier score, ECE, the signed confidence gap and the
 out-of-distribution AUROC of the epistemic uncertainty on held-out images made from unseen
-source digits, and writes ``reliability_mtsgd.png``.
+source digits, and writes ``reliability_mtsgd.png``. Sizes (:data:`DEMO_SIZES`: 1000 training
+images, 8 epochs) keep it near 2 minutes on 2 cores; it prints a line per epoch of every fit
+(``--quiet`` for none) and, at the end, the wall-clock and CPU time it measured.
 """
 
 import argparse
@@ -74,13 +76,31 @@ def ensemble_report(clf, Xt, yt):
         rotated_auroc=auroc)
 
 
+def _epoch_printer(label, index, n_configs):
+    """A skorch callback printing one flushed line per epoch: which configuration, which
+    epoch of how many, the training loss and the seconds so far."""
+    from skorch.callbacks import Callback
+
+    class EpochLine(Callback):
+        def on_train_begin(self, net, **kwargs):
+            self.start_ = time.perf_counter()
+
+        def on_epoch_end(self, net, **kwargs):
+            print(f"  [{index}/{n_configs}] {label}: epoch {len(net.history)}/{net.max_epochs}, "
+                  f"train loss {net.history[-1, 'train_loss']:.3f}, "
+                  f"{time.perf_counter() - self.start_:.0f} s", flush=True)
+
+    return EpochLine()
+
+
 def multi_digits_comparison(n_train=3000, n_test=1000, max_epochs=15, n_particles=5, lr=3e-3,
-                            random_state=0, configs=None):
+                            random_state=0, configs=None, progress=False):
     """Fit each configuration on the same data and seed; return ``(rows, fitted)`` with one row
     of :func:`ensemble_report` metrics (plus fit seconds per epoch) per configuration.
 
     ``configs``: sequence of ``(label, estimator parameters)``; default one per method of
-    :data:`~sklmoo.samplers.MULTI_TARGET_METHODS` at the estimator's defaults."""
+    :data:`~sklmoo.samplers.MULTI_TARGET_METHODS` at the estimator's defaults. ``progress``:
+    print a line per epoch of every fit (flushed, so that a pipe or a log shows it at once)."""
     import warnings
 
     from sklmoo import MTSGDMultiTaskClassifier
@@ -90,15 +110,19 @@ def multi_digits_comparison(n_train=3000, n_test=1000, max_epochs=15, n_particle
     Xt, yt = make_multi_digits(n_test, subset="test", random_state=random_state + 1,
                                return_X_y=True)
     rows, fitted = [], {}
-    for label, params in configs:
+    for i, (label, params) in enumerate(configs, 1):
+        callbacks = [_epoch_printer(label, i, len(configs))] if progress else None
         clf = MTSGDMultiTaskClassifier(n_particles=n_particles, max_epochs=max_epochs, lr=lr,
                                        input_shape=(1, 12, 12), random_state=random_state,
-                                       **params)
+                                       callbacks=callbacks, **params)
         start = time.perf_counter()
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", UserWarning)      # repulsion warnings: in history
             clf.fit(X, y)
         elapsed = time.perf_counter() - start
+        if progress:
+            print(f"  [{i}/{len(configs)}] {label}: fitted in {elapsed:.0f} s; scoring on "
+                  f"{len(Xt)} test and {len(Xt)} rotated images", flush=True)
         rows.append(dict(method=label, seconds=elapsed, sec_per_epoch=elapsed / max_epochs,
                          **ensemble_report(clf, Xt, yt)))
         fitted[label] = (clf, Xt, yt)
@@ -131,12 +155,12 @@ DEMO_CONFIGS = (("linear (independent ensemble)", dict(method="linear")),
 
 def _print_multi_digits(rows):
     print(f"{'configuration':31s} {'acc':>6s} {'NLL':>6s} {'Brier':>6s} {'ECE %':>6s} "
-          f"{'conf-acc %':>10s} {'AUROC rot.':>10s} {'fit s':>6s}")
+          f"{'conf-acc %':>10s} {'member ECE %':>12s} {'AUROC rot.':>10s} {'fit s':>6s}")
     for r in rows:
         print(f"{r['method']:31s} {np.mean(r['accuracy']):6.3f} {np.mean(r['nll']):6.3f} "
               f"{np.mean(r['brier']):6.3f} {100 * np.mean(r['ece']):6.2f} "
-              f"{100 * np.mean(r['signed_gap']):+10.2f} {r['rotated_auroc']:10.3f} "
-              f"{r['seconds']:6.1f}")
+              f"{100 * np.mean(r['signed_gap']):+10.2f} {100 * r['member_ece']:12.2f} "
+              f"{r['rotated_auroc']:10.3f} {r['seconds']:6.1f}")
     base, best = rows[0], rows[-1]
     d_nll = np.mean(best["nll"]) - np.mean(base["nll"])
     print(f"\nMT-SGD (function kernel) minus the independent ensemble: NLL {d_nll:+.3f}, "
@@ -144,9 +168,9 @@ def _print_multi_digits(rows):
           f"points, time x{best['seconds'] / base['seconds']:.1f}.")
     gaps = [np.mean(r["signed_gap"]) for r in rows]
     if max(gaps) < 0:
-        print("Every ensemble here is underconfident (negative gap): the particles are already "
-              "calibrated with this much data, averaging them lowers confidence, and more "
-              "diversity cannot help ECE.")
+        print("Every ensemble here is underconfident (negative gap): averaging the particles "
+              "lowers confidence below accuracy, so more diversity cannot help ECE (member ECE: "
+              "the particles' own, on average).")
     elif min(gaps) > 0:
         print("Every ensemble here is overconfident (positive gap): the regime where diversity "
               "between particles can improve calibration.")
@@ -162,18 +186,30 @@ def _print_toy(rows):
               f"{r['joint_log_density']:12.1f} {r['spread']:7.2f} {r['ms_per_step']:8.2f}")
 
 
+#: sizes of ``make demo``: small enough for about 2 minutes on 2 cores, large enough that the
+#: three configurations separate (the full study: ``benchmarks/bench_multi_digits.py``)
+DEMO_SIZES = dict(n_train=1000, n_test=500, max_epochs=8, n_particles=5, lr=1e-2)
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--toy", action="store_true", help="also run the toy sampler comparison")
     parser.add_argument("--out", default="reliability_mtsgd.png", help="reliability diagram PNG")
+    parser.add_argument("--quiet", action="store_true", help="no line per epoch")
     args = parser.parse_args(argv)
     torch.set_num_threads(max(1, torch.get_num_threads()))
+    wall, cpu = time.perf_counter(), time.process_time()
 
+    sz = DEMO_SIZES
     print("Multi-Digits (two 8x8 digits on a 12x12 canvas; tasks: top-left, bottom-right digit)")
-    print("3000 training / 1000 test images from disjoint source digits; 5 particles, "
-          "LeNet-style trunk, 15 epochs, Adam 3e-3, seed 0; mean over the two tasks; AUROC rot.: "
-          "epistemic uncertainty, test canvases against the same canvases rotated by 90 degrees")
-    rows, fitted = multi_digits_comparison(configs=DEMO_CONFIGS)
+    print(f"{sz['n_train']} training / {sz['n_test']} test images from disjoint source digits; "
+          f"{sz['n_particles']} particles, LeNet-style trunk, {sz['max_epochs']} epochs, Adam "
+          f"{sz['lr']:g}, seed 0; mean over the two tasks; AUROC rot.: epistemic uncertainty, "
+          "test canvases against the same canvases rotated by 90 degrees")
+    print(f"Fitting {len(DEMO_CONFIGS)} configurations (the function kernel costs about 3-4x "
+          f"the others per epoch); torch uses {torch.get_num_threads()} thread(s).", flush=True)
+    rows, fitted = multi_digits_comparison(configs=DEMO_CONFIGS, progress=not args.quiet, **sz)
+    print()
     _print_multi_digits(rows)
 
     import matplotlib
@@ -189,8 +225,12 @@ def main(argv=None):
 
     if args.toy:
         print("\nThree Gaussian mixtures (MT-SGD paper, Sec. 4.1.1): 50 particles, 1000 Adam "
-              "steps, lr 3e-2, init N(0, 5I); mean over seeds 0-2")
+              "steps, lr 3e-2, init N(0, 5I); mean over seeds 0-2", flush=True)
         _print_toy(toy_comparison())
+    print(f"\nThis run: {time.perf_counter() - wall:.0f} s wall clock, "
+          f"{time.process_time() - cpu:.0f} s CPU in this process (imports excluded). "
+          "Small sizes for a quick look: the full study (3000 and 300 images, 3 seeds) is "
+          "benchmarks/bench_multi_digits.py.")
 
 
 if __name__ == "__main__":
