@@ -107,6 +107,8 @@ html_theme_options = {
     "secondary_sidebar_items": {"benchmarks/*": []},
 }
 html_title = "sklmoo"
+# single pages: no empty "Section Navigation" column
+html_sidebars = {page: [] for page in ("install", "faq", "changelog", "citing")}
 copybutton_prompt_text = r">>> |\.\.\. |\$ "
 copybutton_prompt_is_regexp = True
 
@@ -118,5 +120,4 @@ sphinx_gallery_conf = {
     # "Examples using X" on every API page (the templates' minigallery directive)
     "backreferences_dir": "generated/backreferences",
     "doc_module": ("sklmoo",),
-    "reference_url": {"sklmoo": None},
 }
