@@ -107,8 +107,8 @@ html_theme_options = {
     "secondary_sidebar_items": {"benchmarks/*": []},
 }
 html_title = "sklmoo"
-# single pages: no empty "Section Navigation" column
-html_sidebars = {page: [] for page in ("install", "faq", "changelog", "citing")}
+# single pages: no empty "Section Navigation" column; benchmark pages: the width for their tables
+html_sidebars = {page: [] for page in ("install", "faq", "changelog", "citing", "benchmarks/*")}
 copybutton_prompt_text = r">>> |\.\.\. |\$ "
 copybutton_prompt_is_regexp = True
 
