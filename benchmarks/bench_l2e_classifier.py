@@ -60,7 +60,7 @@ SEEDS = (0,) if QUICK else (0, 1, 2)
 NAMES = ["iris", "digits"] if QUICK else ["iris", "wine", "breast_cancer", "digits"]
 GRID = {"sghmc": [(s, t) for s in ((0.03,) if QUICK else (0.01, 0.03, 0.1)) for t in (1.0, 0.3)],
         "csgmcmc": [(s, t) for s in ((0.1,) if QUICK else (0.03, 0.1, 0.3)) for t in (1.0, 0.3)]}
-COMMON = dict(n_chains=4, batch_size=32, n_samples=20, prior_precision=1.0)
+COMMON = dict(n_chains=4, batch_size=32, n_draws=20, prior_precision=1.0)
 
 
 def load(name, seed):
@@ -298,7 +298,7 @@ def speed():
         times = {"sghmc": [], "l2e": []}
         for _ in range(5):
             for sampler in times:
-                kw = dict(sampler_kwargs(name), max_epochs=10, n_samples=1)
+                kw = dict(sampler_kwargs(name), max_epochs=10, n_draws=1)
                 clf, sec = fit_sampler(name, 0, Xtr, ytr, **{**kw, "sampler": sampler})
                 times[sampler].append(sec)
         med = {k: float(np.median(v)) for k, v in times.items()}

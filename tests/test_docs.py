@@ -6,7 +6,7 @@ import inspect
 
 import pytest
 
-MODULES = ["sklmoo", "sklmoo.samplers", "sklmoo.nn", "sklmoo.metrics", "sklmoo.datasets",
+MODULES = ["sklmoo", "sklmoo.samplers", "sklmoo.nn", "sklmoo.metrics", "sklmoo.datasets", "sklmoo.pipeline",
            "sklmoo.diagnostics", "sklmoo.meta"]
 
 

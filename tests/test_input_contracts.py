@@ -28,7 +28,7 @@ def _quiet(fn, *args, **kwargs):
 
 
 def _l2e(**kw):
-    params = dict(n_chains=2, max_epochs=4, n_samples=2, random_state=0,
+    params = dict(n_chains=2, max_epochs=4, n_draws=2, random_state=0,
                   module__hidden_units=(8,))
     params.update(kw)
     return L2ESamplerClassifier(**params)
@@ -211,9 +211,9 @@ def test_save_params_restore_recipe(iris, name, tmp_path):
 
 def test_load_params_updates_the_draw_count(iris, tmp_path):
     X, y = iris
-    est = _quiet(_l2e(n_samples=3, max_epochs=8).fit, X, y)
+    est = _quiet(_l2e(n_draws=3, max_epochs=8).fit, X, y)
     est.save_params(f_params=tmp_path / "p.pt")
-    other = _quiet(_l2e(n_samples=2, max_epochs=8).fit, X, y)
+    other = _quiet(_l2e(n_draws=2, max_epochs=8).fit, X, y)
     assert other.n_draws_ == 2
     other.load_params(f_params=tmp_path / "p.pt")
     assert other.n_draws_ == 3 and other.convergence_ is None

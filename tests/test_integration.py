@@ -26,7 +26,7 @@ ESTIMATORS = {
     "mtsgd": lambda **kw: MTSGDMultiTaskClassifier(n_particles=2, max_epochs=3,
                                                    module__hidden_units=(8,), random_state=0,
                                                    **kw),
-    "l2e": lambda **kw: L2ESamplerClassifier(n_chains=2, max_epochs=3, n_samples=1,
+    "l2e": lambda **kw: L2ESamplerClassifier(n_chains=2, max_epochs=3, n_draws=1,
                                              module__hidden_units=(8,), random_state=0, **kw),
     "regressor": lambda **kw: MTSGDRegressor(n_particles=2, max_epochs=3,
                                              module__hidden_units=(8,), random_state=0, **kw),
@@ -76,7 +76,7 @@ def test_early_stopping_is_a_completed_fit(data, name):
     est.set_params(max_epochs=40, train_split=ValidSplit(0.2),
                    callbacks=[EarlyStopping(patience=3, threshold=100.0)])
     if name == "l2e":
-        est.set_params(burn_in=1, n_samples=40)
+        est.set_params(burn_in=1, n_draws=40)
     _fit(est, X, y)
     assert len(est.history) < 40 and est.__sklearn_is_fitted__()
     assert est.predict(X[:3]).shape[0] == 3

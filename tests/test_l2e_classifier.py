@@ -33,7 +33,7 @@ EXPECTED_FAILED_CHECKS = {
 
 
 def _small(**kw):
-    params = dict(n_chains=2, max_epochs=6, n_samples=3, batch_size=16, random_state=0,
+    params = dict(n_chains=2, max_epochs=6, n_draws=3, batch_size=16, random_state=0,
                   module__hidden_units=(8,))
     params.update(kw)
     return L2ESamplerClassifier(**params)
@@ -58,7 +58,7 @@ def fitted(wine):
     Xtr, ytr, _, _ = wine
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
-        return L2ESamplerClassifier(max_epochs=60, n_samples=8, random_state=0).fit(Xtr, ytr)
+        return L2ESamplerClassifier(max_epochs=60, n_draws=8, random_state=0).fit(Xtr, ytr)
 
 
 def test_defaults_fit_a_held_out_data_set_well(wine, fitted):
@@ -79,13 +79,13 @@ def test_defaults_fit_a_held_out_data_set_well(wine, fitted):
 
 def test_draws_are_collected_after_burn_in_at_spread_epochs(wine):
     Xtr, ytr, _, _ = wine
-    clf = _small(max_epochs=10, n_samples=4, burn_in=2, sampler="sghmc").fit(Xtr, ytr)
+    clf = _small(max_epochs=10, n_draws=4, burn_in=2, sampler="sghmc").fit(Xtr, ytr)
     draws = [int(n) for n in clf.history[:, "n_draws"]]
     assert draws == [0, 0, 0, 1, 1, 2, 2, 3, 3, 4]
-    few = _small(max_epochs=6, n_samples=10, burn_in=3, sampler="sghmc").fit(Xtr, ytr)
+    few = _small(max_epochs=6, n_draws=10, burn_in=3, sampler="sghmc").fit(Xtr, ytr)
     assert few.n_draws_ == 3                                    # every epoch after burn-in
     # cycles shorter than an epoch: draws come from steps inside the sampling phases
-    cyc = _small(sampler="csgmcmc", max_epochs=6, n_cycles=4, n_samples=5).fit(Xtr, ytr)
+    cyc = _small(sampler="csgmcmc", max_epochs=6, n_cycles=4, n_draws=5).fit(Xtr, ytr)
     assert cyc.n_draws_ == 5 and len(cyc._collect_at) == 5
     assert all(cyc.optimizer_.sampler.is_sampling(s) for s in cyc._collect_at)
     cycles = {s // int(np.ceil(6 * np.ceil(len(ytr) / 16) / 4)) for s in cyc._collect_at}
@@ -95,7 +95,7 @@ def test_draws_are_collected_after_burn_in_at_spread_epochs(wine):
 @pytest.mark.parametrize("name", ["l2e", "sghmc"])
 def test_one_batched_step_equals_the_functional_transition(wine, name):
     Xtr, ytr, _, _ = wine
-    clf = _small(sampler=name, max_epochs=2, n_samples=1, temperature=0.7).fit(Xtr, ytr)
+    clf = _small(sampler=name, max_epochs=2, n_draws=1, temperature=0.7).fit(Xtr, ytr)
     X, y = torch.as_tensor(Xtr[:16], dtype=torch.float32), torch.as_tensor(ytr[:16])
     chains = clf.module_.chains
     before = {n: v.detach().clone() for n, v in clf.module_.chain_tensors().items()}
@@ -137,7 +137,7 @@ def test_same_seed_same_probabilities_and_round_trips(wine, tmp_path):
     assert cl.get_params()["module__hidden_units"] == (8,) and not hasattr(cl, "classes_")
     a.save_params(f_params=tmp_path / "params.pt", f_optimizer=tmp_path / "opt.pt")
     # skorch's pattern: a net sized on the same data, then the saved state loaded into it
-    d = clone(a).set_params(max_epochs=1, n_samples=1, burn_in=0, random_state=5).fit(Xtr, ytr)
+    d = clone(a).set_params(max_epochs=1, n_draws=1, burn_in=0, random_state=5).fit(Xtr, ytr)
     d.load_params(f_params=tmp_path / "params.pt", f_optimizer=tmp_path / "opt.pt")
     np.testing.assert_array_equal(a.predict_proba(Xte), d.predict_proba(Xte))
     for key, value in a.optimizer_.state_dict()["state"].items():     # the chains' momenta
@@ -180,7 +180,7 @@ def test_images_get_a_cnn_and_user_modules_work():
         X.reshape(-1, 1, 8, 8), y)
     assert images.predict(X[:3].reshape(-1, 1, 8, 8)).shape == (3,)
     linear = dict(module=torch.nn.Linear, module__in_features=64, n_chains=2, max_epochs=4,
-                  n_samples=3, random_state=0)
+                  n_draws=3, random_state=0)
     user = L2ESamplerClassifier(module__out_features=10, sampler="sghmc", **linear).fit(X, y)
     # 4 epochs, the default burn-in of half: 2 epochs left, so 2 of the 3 draws per chain
     assert user.module_.samples.draws()["weight"].shape == (2, 2, 10, 64)
@@ -219,7 +219,7 @@ def test_function_space_rhat_separates_mixed_from_stuck_chains():
     X = StandardScaler().fit_transform(X)
     mixed = L2ESamplerClassifier(module=torch.nn.Linear, module__in_features=5,
                                  module__out_features=2, sampler="sghmc", step_size=0.1,
-                                 max_epochs=200, burn_in=20, n_samples=100, batch_size=64,
+                                 max_epochs=200, burn_in=20, n_draws=100, batch_size=64,
                                  random_state=0)
     with warnings.catch_warnings():
         warnings.simplefilter("error", ConvergenceWarning)
@@ -229,7 +229,7 @@ def test_function_space_rhat_separates_mixed_from_stuck_chains():
     assert report["rhat"] < 1.05 and report["rhat_per_output"].shape == (100, 2)
     # noise-free chains started apart barely move: they stay where they began
     stuck = clone(mixed).set_params(temperature=0.0, step_size=1e-7, max_epochs=20, burn_in=0,
-                                    n_samples=20)
+                                    n_draws=20)
     with pytest.warns(ConvergenceWarning, match="R-hat"):
         stuck.fit(X, y)
     assert stuck.diagnose(X[:100])["rhat"] > 1.1

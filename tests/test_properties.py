@@ -213,7 +213,7 @@ def test_l2e_classifier_labels(labels, sampler):
     y = np.array([str(v) for v in labels])
     X = np.random.default_rng(0).normal(size=(len(y), 3))
     n_classes = len(set(y))
-    clf = L2ESamplerClassifier(sampler=sampler, n_chains=2, max_epochs=2, n_samples=1,
+    clf = L2ESamplerClassifier(sampler=sampler, n_chains=2, max_epochs=2, n_draws=1,
                                module__hidden_units=(4,), random_state=0)
     if n_classes < 2:
         with pytest.raises(ValueError, match="1 class"):

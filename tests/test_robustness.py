@@ -88,7 +88,7 @@ class _InterruptAfter(Callback):
 
 @pytest.mark.parametrize("make", [
     lambda **kw: _mt(max_epochs=3, **kw),
-    lambda **kw: L2ESamplerClassifier(n_chains=2, max_epochs=3, n_samples=1,
+    lambda **kw: L2ESamplerClassifier(n_chains=2, max_epochs=3, n_draws=1,
                                       module__hidden_units=(8,), random_state=0, **kw),
     lambda **kw: MTSGDRegressor(n_particles=2, max_epochs=3, module__hidden_units=(8,),
                                 random_state=0, **kw),
@@ -134,7 +134,7 @@ def test_cross_validation_on_class_sorted_data_scores_unseen_labels_as_errors():
     order = np.argsort(y, kind="stable")
     X, y = X[order], y[order]
     pipe = make_pipeline(StandardScaler(), L2ESamplerClassifier(
-        sampler="sghmc", n_chains=2, max_epochs=4, n_samples=2, module__hidden_units=(8,),
+        sampler="sghmc", n_chains=2, max_epochs=4, n_draws=2, module__hidden_units=(8,),
         random_state=0))
     from sklearn.model_selection import KFold
 
@@ -168,7 +168,7 @@ def test_multitask_parameters_are_validated_before_any_epoch(digits, params, mat
 
 @pytest.mark.parametrize("make", [
     lambda: _mt(),
-    lambda: L2ESamplerClassifier(n_chains=2, max_epochs=2, n_samples=1, random_state=0),
+    lambda: L2ESamplerClassifier(n_chains=2, max_epochs=2, n_draws=1, random_state=0),
     lambda: MTSGDRegressor(n_particles=2, max_epochs=2, random_state=0),
 ])
 def test_sample_weight_is_refused_not_ignored(digits, make):

@@ -32,7 +32,7 @@ def iris():
 
 
 def _l2e(sampler, **kw):
-    params = dict(sampler=sampler, n_chains=2, max_epochs=4, n_samples=3, burn_in=1,
+    params = dict(sampler=sampler, n_chains=2, max_epochs=4, n_draws=3, burn_in=1,
                   batch_size=32, random_state=0, module__hidden_units=(8,))
     if sampler == "csgmcmc":
         params.update(burn_in=0, n_cycles=1)
@@ -78,10 +78,10 @@ def test_consecutive_draws_of_every_chain_differ(iris, sampler):
 
 @settings(max_examples=6, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(n_samples=st.integers(2, 4), n_chains=st.integers(1, 3), sampler=st.sampled_from(SAMPLERS))
-def test_stored_draws_are_distinct_copies(iris, n_samples, n_chains, sampler):
+@given(n_draws=st.integers(2, 4), n_chains=st.integers(1, 3), sampler=st.sampled_from(SAMPLERS))
+def test_stored_draws_are_distinct_copies(iris, n_draws, n_chains, sampler):
     X, y = iris
-    est = _fit(_l2e(sampler, n_samples=n_samples, n_chains=n_chains, max_epochs=n_samples + 1),
+    est = _fit(_l2e(sampler, n_draws=n_draws, n_chains=n_chains, max_epochs=n_draws + 1),
                X[::3], y[::3])
     draws = est.module_.samples.draws()
     weight = next(v for k, v in draws.items() if "weight" in k)
@@ -159,7 +159,7 @@ def test_draws_that_overflow_float16_storage_are_refused(iris):
             return self.lin(x) + 0 * self.offset
 
     def make(**kw):
-        return L2ESamplerClassifier(Big, sampler="sghmc", n_chains=2, max_epochs=3, n_samples=2,
+        return L2ESamplerClassifier(Big, sampler="sghmc", n_chains=2, max_epochs=3, n_draws=2,
                                     random_state=0, **kw)
 
     est = make(sample_dtype="float16")

@@ -23,6 +23,61 @@ class SklmooNetMixin:
 
     _member_kind = "member"
 
+    # -- scikit-learn's parameters and repr --------------------------------------------------
+
+    def _get_param_names(self):
+        # skorch lists every public attribute set in __init__; its bookkeeping is no parameter
+        return [k for k in super()._get_param_names() if not k.startswith("_")]
+
+    def get_params(self, deep=True):
+        """The parameters a user sets: the constructor's, skorch's (``lr``, ``batch_size``,
+        ``callbacks``, ``device``, ...) and any ``module__*`` / ``optimizer__*`` /
+        ``iterator_train__*`` / ``callbacks__*`` given. skorch's default callbacks' own
+        settings (``callbacks__print_log__floatfmt``, ...) are left out unless set; they can
+        still be set with ``set_params``."""
+        params = super().get_params(deep=deep)
+        defaults = {name for name, _ in self.get_default_callbacks()}
+        given = vars(self)
+        return {k: given.get(k, v) if k.startswith("callbacks__") else v
+                for k, v in params.items()
+                if not (k.startswith("callbacks__") and k.split("__")[1] in defaults
+                        and k not in given)}
+
+    def _param_defaults(self):
+        import inspect
+
+        from skorch import NeuralNet
+
+        defaults = {}
+        for init in (NeuralNet.__init__, type(self).__init__):
+            for name, p in inspect.signature(init).parameters.items():
+                if p.default is not inspect.Parameter.empty:
+                    defaults[name] = p.default
+        return defaults
+
+    def __repr__(self):
+        """scikit-learn's style: the class name and the parameters that differ from their
+        defaults, e.g. ``L2ESamplerClassifier(n_chains=7)``."""
+        defaults = self._param_defaults()
+
+        def same(value, default):
+            if value is default:
+                return True
+            try:
+                return type(value) is type(default) and bool(value == default)
+            except (TypeError, ValueError):
+                return False
+
+        def short(value):
+            if isinstance(value, type) or callable(value) and hasattr(value, "__qualname__"):
+                return getattr(value, "__qualname__", repr(value))
+            text = repr(value)
+            return text if "\n" not in text and len(text) <= 60 else type(value).__name__ + "(...)"
+
+        changed = [(k, v) for k, v in sorted(self.get_params(deep=False).items())
+                   if k not in defaults or not same(v, defaults[k])]
+        return f"{type(self).__name__}({', '.join(f'{k}={short(v)}' for k, v in changed)})"
+
     def _check_int(self, name, low=1, allow_none=False):
         """``ValueError`` unless the parameter ``name`` is an integer >= ``low`` (or None)."""
         value = getattr(self, name)

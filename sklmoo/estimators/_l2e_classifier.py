@@ -49,7 +49,7 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
     one transition of the sampler: L2E (Kim et al., ICML 2024), whose kinetic-energy gradients
     come from a meta-learned per-coordinate MLP (sklmoo ships one, meta-trained on digits-derived
     and synthetic tasks only), or the SGHMC / cyclical SGHMC baselines. After ``burn_in`` epochs,
-    ``n_samples`` parameter draws per chain are collected at evenly spaced epochs; predictions
+    ``n_draws`` parameter draws per chain are collected at evenly spaced epochs; predictions
     are the Bayesian model average over all draws of all chains.
 
     The target is the posterior :math:`p(\\theta|D) \\propto \\exp(-N\\,\\overline{\\ell}(\\theta)
@@ -72,17 +72,24 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
         ``input_shape``, each followed by a linear layer. ``module__name=value`` sets the
         arguments (of the trunk, for the defaults).
     sampler : {'l2e', 'sghmc', 'csgmcmc'}, default='l2e'
+        The SG-MCMC transition: 'l2e' (the meta-learned sampler, no step-size search needed),
+        'sghmc' (stochastic-gradient Hamiltonian Monte Carlo) or 'csgmcmc' (SGHMC with a
+        cyclical cosine step size, alternating exploration and sampling phases).
     meta_sampler : 'default', path or MetaSampler, default='default'
         L2E's meta-parameters: the one sklmoo ships, a ``.npz`` file, or an object.
     n_chains : int, default=4
+        Independent chains, each a copy of the network from its own initialisation, run in one
+        vectorised call; more chains explore more modes (and make R-hat meaningful) at a
+        proportional cost.
     max_epochs : int, default=200
         Epochs per call to ``fit``.
     burn_in : int, optional
         Epochs discarded before collecting. Default: half of ``max_epochs`` for 'l2e' and
         'sghmc'; none for 'csgmcmc' (its exploration phases play that role). A continued fit
         (``warm_start`` or ``partial_fit``) does not burn in again.
-    n_samples : int, default=20
-        Draws collected per chain and fit call, at evenly spaced epoch ends after burn-in (every
+    n_draws : int, default=20
+        Parameter draws collected per chain and fit call (``n_draws_`` counts them; predictions
+        average ``n_chains * n_draws_`` networks), at evenly spaced epoch ends after burn-in (every
         such epoch when there are fewer); for 'csgmcmc', at evenly spaced steps of the cycles'
         sampling phases.
     step_size : float, optional
@@ -143,7 +150,7 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
     >>> from sklmoo import L2ESamplerClassifier
     >>> X, y = load_iris(return_X_y=True)
     >>> clf = make_pipeline(StandardScaler(),
-    ...                     L2ESamplerClassifier(max_epochs=30, n_samples=5, random_state=0))
+    ...                     L2ESamplerClassifier(max_epochs=30, n_draws=5, random_state=0))
     >>> clf = clf.fit(X, y)
     >>> clf.predict_proba(X[:2]).shape
     (2, 3)
@@ -152,7 +159,7 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
     """
 
     def __init__(self, module=None, *, sampler="l2e", meta_sampler="default", n_chains=4,
-                 max_epochs=200, burn_in=None, n_samples=20, step_size=None, friction=None,
+                 max_epochs=200, burn_in=None, n_draws=20, step_size=None, friction=None,
                  temperature=1.0, prior_precision=1.0, n_cycles=4, n_data=None,
                  sample_dtype="float32", input_shape=None, random_state=None,
                  criterion=torch.nn.CrossEntropyLoss, batch_size=32,
@@ -165,7 +172,7 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
         self.meta_sampler = meta_sampler
         self.n_chains = n_chains
         self.burn_in = burn_in
-        self.n_samples = n_samples
+        self.n_draws = n_draws
         self.step_size = step_size
         self.friction = friction
         self.temperature = temperature
@@ -208,7 +215,7 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
         if self.sample_dtype not in _SAMPLE_DTYPES:
             raise ValueError(f"sample_dtype must be one of {tuple(_SAMPLE_DTYPES)}, got "
                              f"{self.sample_dtype!r}")
-        for name in ("n_chains", "max_epochs", "n_samples", "n_cycles"):
+        for name in ("n_chains", "max_epochs", "n_draws", "n_cycles"):
             self._check_int(name)
         self._check_int("burn_in", low=0, allow_none=True)
         self._check_int("n_data", allow_none=True)
@@ -258,7 +265,7 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
         """Run the chains on ``(X, y)`` and collect their samples.
 
         With ``warm_start=True`` on a fitted estimator (same features and classes), the chains
-        continue without burn-in and ``n_samples`` more draws per chain are added; otherwise
+        continue without burn-in and ``n_draws`` more draws per chain are added; otherwise
         new chains start.
 
         Returns
@@ -269,7 +276,7 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
         return self._fit(X, y, continuing, fit_params)
 
     def partial_fit(self, X, y, classes=None, **fit_params):
-        """Continue the chains for ``max_epochs`` epochs and collect ``n_samples`` more draws
+        """Continue the chains for ``max_epochs`` epochs and collect ``n_draws`` more draws
         per chain (a first call fits from scratch).
 
         Parameters
@@ -359,7 +366,7 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
                                  f"{self.n_cycles} cycles: raise max_epochs or lower n_cycles")
         else:
             candidates = np.arange(burn + 1, epochs + 1) * steps_per_epoch - 1   # epoch ends
-        n = min(self.n_samples, len(candidates))
+        n = min(self.n_draws, len(candidates))
         # evenly spaced, ending at the last candidate
         index = len(candidates) - 1 - (np.arange(n) * len(candidates)) // n
         return set(int(s) for s in candidates[index])

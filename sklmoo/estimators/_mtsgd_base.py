@@ -58,8 +58,9 @@ class MTSGDNetBase(SklmooNetMixin, NeuralNet):
                              f"got {self.normalize_drive!r}")
         if not isinstance(self.smooth_drive, (bool, np.bool_)):
             raise ValueError(f"smooth_drive must be True or False, got {self.smooth_drive!r}")
-        for name, low in (("warmup_epochs", 0), ("n_particles", 1), ("max_epochs", 0)):
+        for name, low in (("warmup_epochs", 0), ("n_particles", 1), ("max_epochs", 1)):
             self._check_int(name, low=low)
+        self._check_number("lr", strict=True)
         if self.batch_size != -1:
             self._check_int("batch_size")
         for name in ("repulsion", "head_repulsion"):
@@ -73,19 +74,24 @@ class MTSGDNetBase(SklmooNetMixin, NeuralNet):
 
     # -- fitting ---------------------------------------------------------------------------------
 
-    def _prepare(self, X, y):
+    def _prepare(self, X, y, classes=None):
         """Validate everything and set the data-dependent attributes of a new fit."""
         if y is None:
             raise ValueError(f"{type(self).__name__} requires y to be passed, but the target y "
                              "is None")
         self._check_params()
         X = self._validate_X(X, reset=True)
-        targets = self._prepare_targets(y, X.shape[0])
+        targets = self._prepare_targets(y, X.shape[0], classes=classes)
         self.seed_ = int(check_random_state(self.random_state).randint(np.iinfo(np.int32).max))
         return X, targets
 
     def _continue(self, X, y, partial):
         self._check_params()
+        if self.module_.n_particles != self.n_particles:
+            raise ValueError(f"cannot continue the particles: they were fitted with "
+                             f"{self.module_.n_particles} particles; n_particles is now "
+                             f"{self.n_particles}. Set warm_start=False (or call fit) to start "
+                             "new particles")
         X = self._validate_X(X, reset=False)
         return X, self._continuation_targets(y, X.shape[0], partial)
 
@@ -120,18 +126,27 @@ class MTSGDNetBase(SklmooNetMixin, NeuralNet):
         """Train ``max_epochs`` more epochs on ``(X, y)``, keeping the particles.
 
         The first call sizes the network from its targets; later calls must have the same
-        tasks (and, for a classifier, labels seen then). ``classes`` is accepted for
-        scikit-learn compatibility and ignored.
+        tasks (and, for a classifier, labels seen then); a chunk may lack some classes.
+
+        Parameters
+        ----------
+        X, y : array-like
+        classes : array-like or list of array-like, optional
+            Classifiers only, as in scikit-learn: the full label set (one per task, like
+            ``MultiOutputClassifier.partial_fit``); on the first call it fixes ``classes_``
+            (default: the labels of the first ``y``), on later calls it must equal it.
 
         Returns
         -------
         self
         """
         if self.__sklearn_is_fitted__():
+            if classes is not None:
+                self._check_same_classes(classes)
             X, targets = self._continue(X, y, partial=True)
             self._initialize_rules()
         else:
-            X, targets = self._prepare(X, y)
+            X, targets = self._prepare(X, y, classes=classes)
             self.initialize()
         return self._fit_epochs(X, targets, fit_params)
 
@@ -156,7 +171,11 @@ class MTSGDNetBase(SklmooNetMixin, NeuralNet):
     def initialize_module(self):
         """Build the M-particle network from the trunk and the targets seen in ``fit``."""
         if not hasattr(self, "n_tasks_"):
-            raise NotFittedError("the network is sized from the data: call fit")
+            raise NotFittedError(
+                "the network is sized from the data: call fit. To restore parameters saved "
+                "with save_params, fit an estimator with the same parameters on data with the "
+                "same features and targets (max_epochs=1 is enough), then call load_params; or "
+                "pickle / joblib the whole estimator")
         self.fitted_ = False          # new weights: whatever was fitted before is gone
         shape = self.input_shape_
         if self.module is None:

@@ -19,7 +19,15 @@ def as_task_columns(y):
         return y.to_frame(name=str(y.name) if y.name is not None else "task_0"), True
     if isinstance(y, pd.DataFrame):
         return y, False
-    arr = np.asarray(y, dtype=object) if not hasattr(y, "dtype") else np.asarray(y)
+    if hasattr(y, "dtype"):
+        arr = np.asarray(y)
+    else:
+        # as scikit-learn does (so classes_ gets the dtype it would); ragged rows need object
+        try:
+            arr = np.asarray(y)
+        except ValueError:
+            arr = np.empty(len(y), dtype=object)
+            arr[:] = [np.asarray(v) if isinstance(v, (list, tuple)) else v for v in y]
     if arr.ndim == 1 and arr.dtype == object:
         rows = [v for v in arr if isinstance(v, (list, tuple, np.ndarray, pd.Series))]
         if rows:
@@ -54,12 +62,13 @@ def _tidy_classes(classes, had_missing):
     # a column with NaN becomes float; give back integer labels when they are integral
     if had_missing and classes.dtype.kind == "f" and np.all(classes == np.round(classes)):
         return classes.astype(np.int64)
-    if classes.dtype == object:
+    if had_missing and classes.dtype == object:
+        # the column was object only to hold the missing marker: the labels' own dtype
         try:
             return np.asarray(classes.tolist())
         except (TypeError, ValueError):
             return classes
-    return classes
+    return classes          # otherwise the dtype of y, as scikit-learn's classifiers keep it
 
 
 def encode_targets(y, n_samples, missing_label=None):
