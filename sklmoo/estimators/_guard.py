@@ -34,7 +34,17 @@ class SklmooNetMixin:
         ``callbacks``, ``device``, ...) and any ``module__*`` / ``optimizer__*`` /
         ``iterator_train__*`` / ``callbacks__*`` given. skorch's default callbacks' own
         settings (``callbacks__print_log__floatfmt``, ...) are left out unless set; they can
-        still be set with ``set_params``."""
+        still be set with ``set_params``.
+
+        Parameters
+        ----------
+        deep : bool, default=True
+            Also return the parameters of sub-objects (callbacks the user gave).
+
+        Returns
+        -------
+        dict
+        """
         params = super().get_params(deep=deep)
         defaults = {name for name, _ in self.get_default_callbacks()}
         given = vars(self)

@@ -268,6 +268,16 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
         continue without burn-in and ``n_draws`` more draws per chain are added; otherwise
         new chains start.
 
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features) or (n_samples, C, H, W)
+            Training inputs (array, DataFrame; images as (n, C, H, W) or flat with
+            ``input_shape``).
+        y : array-like
+            Targets (see the class description).
+        **fit_params
+            Passed to skorch's training loop (``sample_weight`` is refused).
+
         Returns
         -------
         self
@@ -469,7 +479,18 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
         """skorch's ``load_params``; loading ``f_params`` (the chains and their draws) also
         sets ``n_draws_`` to the loaded draws and ``convergence_`` to None (it was computed for
         other draws: call :meth:`diagnose`). The estimator must have been fitted on data with
-        the same features and classes (see :meth:`initialize_module`)."""
+        the same features and classes (see :meth:`initialize_module`).
+
+        Parameters
+        ----------
+        *args, **kwargs
+            As in skorch's ``NeuralNet.load_params`` (``f_params``, ``f_optimizer``,
+            ``f_history``, ``checkpoint``).
+
+        Returns
+        -------
+        self
+        """
         super().load_params(*args, **kwargs)
         if kwargs.get("f_params") is not None or kwargs.get("checkpoint") is not None:
             self.n_draws_ = len(self.module_.samples)
@@ -518,6 +539,11 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
     def predict_proba_samples(self, X):
         """Class probabilities under every collected draw of every chain.
 
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features) or (n_samples, C, H, W)
+            Inputs, with the features seen in ``fit``.
+
         Returns
         -------
         ndarray of shape (n_chains * n_draws, n_samples, n_classes)
@@ -528,18 +554,47 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
 
     def predict_proba(self, X):
         """Bayesian model average: the mean class probabilities over all draws,
-        (n_samples, n_classes), columns in ``classes_`` order."""
+        (n_samples, n_classes), columns in ``classes_`` order.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features) or (n_samples, C, H, W)
+            Inputs, with the features seen in ``fit``.
+
+        Returns
+        -------
+        ndarray of shape (n_samples, n_classes), float64
+        """
         (proba,) = self._reduce_rows(X, lambda p: (p.mean(axis=0),))
         return proba
 
     def predict(self, X):
-        """The class with the highest model-averaged probability."""
+        """The class with the highest model-averaged probability.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features) or (n_samples, C, H, W)
+            Inputs, with the features seen in ``fit``.
+
+        Returns
+        -------
+        ndarray of shape (n_samples,)
+            Labels from ``classes_``.
+        """
         proba = self.predict_proba(X)
         return self.classes_[proba.argmax(axis=1)]
 
     def score(self, X, y, sample_weight=None):
         """Accuracy of :meth:`predict` on ``(X, y)``; a label never seen in fit counts as a
         wrong prediction.
+
+        Parameters
+        ----------
+        X : array-like
+            Inputs.
+        y : array-like
+            True labels / targets.
+        sample_weight : array-like of shape (n_samples,), optional
 
         Returns
         -------
@@ -553,6 +608,11 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
     def predict_uncertainty(self, X):
         """Per-sample predictive entropy split (nats).
 
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features) or (n_samples, C, H, W)
+            Inputs, with the features seen in ``fit``.
+
         Returns
         -------
         dict with ``'total'``, ``'aleatoric'`` and ``'epistemic'`` arrays (n_samples,): total
@@ -564,6 +624,11 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
 
     def diagnose(self, X):
         """Convergence of the chains judged on their predictions for ``X``.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features) or (n_samples, C, H, W)
+            Inputs, with the features seen in ``fit``.
 
         Returns
         -------

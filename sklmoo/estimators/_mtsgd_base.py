@@ -109,6 +109,16 @@ class MTSGDNetBase(SklmooNetMixin, NeuralNet):
         interrupted fit re-raises ``KeyboardInterrupt``. Either way the estimator is then not
         fitted.
 
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features) or (n_samples, C, H, W)
+            Training inputs (array, DataFrame; images as (n, C, H, W) or flat with
+            ``input_shape``).
+        y : array-like
+            Targets (see the class description).
+        **fit_params
+            Passed to skorch's training loop (``sample_weight`` is refused).
+
         Returns
         -------
         self

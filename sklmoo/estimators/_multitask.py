@@ -233,13 +233,33 @@ class MTSGDMultiTaskClassifier(ClassifierMixin, MTSGDNetBase):
 
     def predict_proba_members(self, X):
         """Class probabilities of every particle: list of T arrays (M, n_samples, n_classes_t)
-        (one array for a 1-D ``y``)."""
+        (one array for a 1-D ``y``).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features) or (n_samples, C, H, W)
+            Inputs, with the features seen in ``fit``.
+
+        Returns
+        -------
+        list of ndarray, or ndarray for a 1-D ``y``
+        """
         return self._single(self._members_per_task(X))
 
     def predict_proba(self, X):
         """Ensemble class probabilities (average over particles): list of T float64 arrays
         (n_samples, n_classes_t), columns in ``classes_[t]`` order (one array for a 1-D
-        ``y``)."""
+        ``y``).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features) or (n_samples, C, H, W)
+            Inputs, with the features seen in ``fit``.
+
+        Returns
+        -------
+        list of ndarray, or ndarray for a 1-D ``y``
+        """
         return self._single(list(self._reduce_rows(
             X, lambda out: tuple(self._member_proba(lg).mean(axis=0) for lg in out))))
 
@@ -250,12 +270,27 @@ class MTSGDMultiTaskClassifier(ClassifierMixin, MTSGDNetBase):
 
     def predict(self, X):
         """Most probable label of each task -> (n_samples, n_tasks), original labels
-        ((n_samples,) for a 1-D ``y``)."""
+        ((n_samples,) for a 1-D ``y``).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features) or (n_samples, C, H, W)
+            Inputs, with the features seen in ``fit``.
+
+        Returns
+        -------
+        ndarray of shape (n_samples, n_tasks) or (n_samples,)
+        """
         labels = decode_predictions(self._predict_codes(X), self._task_classes())
         return labels[:, 0] if self.single_task_ else labels
 
     def predict_uncertainty(self, X):
         """Per-sample, per-task predictive entropy split (nats).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features) or (n_samples, C, H, W)
+            Inputs, with the features seen in ``fit``.
 
         Returns
         -------
@@ -277,6 +312,18 @@ class MTSGDMultiTaskClassifier(ClassifierMixin, MTSGDNetBase):
         (scikit-learn's ``accuracy_score`` rejects multiclass-multioutput targets.) A label not
         seen in fit counts as a wrong prediction; tasks without any labelled sample in ``y``
         are left out of the mean.
+
+        Parameters
+        ----------
+        X : array-like
+            Inputs.
+        y : array-like
+            True labels / targets.
+        sample_weight : array-like of shape (n_samples,), optional
+
+        Returns
+        -------
+        float
         """
         pred = decode_predictions(self._predict_codes(X), self._task_classes())
         arr, _ = as_2d_targets(as_task_columns(y)[0], len(pred))

@@ -301,12 +301,30 @@ class MTSGDRegressor(RegressorMixin, MTSGDNetBase):
     def predict_members(self, X, return_std=False):
         """Every particle's predictive mean (and noise standard deviation with
         ``return_std=True``): arrays of shape (n_particles, n_samples) or
-        (n_particles, n_samples, n_outputs)."""
+        (n_particles, n_samples, n_outputs).
+
+        Parameters
+        ----------
+        X : array-like
+            Inputs, with the features seen in ``fit``.
+        return_std : bool, default=False
+            Also return each particle's noise standard deviation.
+
+        Returns
+        -------
+        means : ndarray
+        stds : ndarray, only with ``return_std=True``
+        """
         means, stds = self._member_moments(X)
         return (self._shaped(means), self._shaped(stds)) if return_std else self._shaped(means)
 
     def predict_uncertainty(self, X):
         """Per-sample, per-output split of the predictive variance (original units squared).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features) or (n_samples, C, H, W)
+            Inputs, with the features seen in ``fit``.
 
         Returns
         -------
@@ -322,7 +340,20 @@ class MTSGDRegressor(RegressorMixin, MTSGDNetBase):
     def score(self, X, y, sample_weight=None):
         """:math:`R^2` of the ensemble mean, averaged uniformly over the outputs (scikit-learn's
         multi-output default). Missing targets (NaN) are left out of their output's
-        :math:`R^2`."""
+        :math:`R^2`.
+
+        Parameters
+        ----------
+        X : array-like
+            Inputs.
+        y : array-like
+            True labels / targets.
+        sample_weight : array-like of shape (n_samples,), optional
+
+        Returns
+        -------
+        float
+        """
         pred = self.predict(X)
         arr = np.asarray(y.to_numpy() if hasattr(y, "to_numpy") else y, dtype=np.float64)
         if arr.shape != pred.shape and arr.size == pred.size:
