@@ -5,7 +5,6 @@ from ._calibration import (brier_score, classwise_calibration_error, expected_ca
 from ._regression import gaussian_nll, interval_coverage, miscalibration_area
 from ._regression_display import RegressionCalibrationDisplay
 from ._reliability import ReliabilityDiagramDisplay
-from ._multitask import multitask_accuracy_score, multitask_accuracy_scorer, per_task_scorer
 from ._uncertainty import entropy_decomposition
 from ._scorers import (CalibrationScorer, RegressionScorer, brier_scorer, ece_scorer,
                        gaussian_nll_scorer, make_calibration_scorer, make_regression_scorer,
@@ -21,3 +20,20 @@ __all__ = [
     "RegressionCalibrationDisplay", "multitask_accuracy_score", "multitask_accuracy_scorer",
     "per_task_scorer",
 ]
+
+# the multi-task scorers are built on scikit-learn's make_scorer / get_scorer: imported on first
+# use, so that the metrics (and sklmoo.diagnostics above them) stay importable without
+# scikit-learn
+_LAZY = {"multitask_accuracy_score", "multitask_accuracy_scorer", "per_task_scorer"}
+
+
+def __getattr__(name):
+    if name in _LAZY:
+        from . import _multitask
+
+        return getattr(_multitask, name)
+    raise AttributeError(f"module 'sklmoo.metrics' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(list(globals()) + list(_LAZY))
