@@ -173,6 +173,16 @@ class SklmooNetMixin:
             return self.iterator_train(dataset, **kwargs)
         return super().get_iterator(dataset, training=training)
 
+    def _reduce_rows(self, X, reduce):
+        """Stream a prediction over batches of rows: ``reduce`` maps one batch of the
+        estimator's member outputs (:meth:`_row_batches`) to a tuple of arrays with the rows
+        first; the batches' results are concatenated, so memory is bounded by the batch, not
+        by n."""
+        self.check_is_fitted()
+        X = self._validate_X(X, reset=False)
+        parts = [reduce(batch) for batch in self._row_batches(X)]
+        return tuple(np.concatenate(col) for col in zip(*parts))
+
     def __sklearn_is_fitted__(self):
         return bool(getattr(self, "fitted_", False))
 

@@ -523,14 +523,10 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
         """Class probabilities of every draw: (n_chains, n_draws, n_samples, n_classes)."""
         return np.concatenate(list(self._proba_batches(X)), axis=2)
 
-    def _reduce_rows(self, X, reduce):
-        """Stream over batches of rows: ``reduce`` maps one batch's (n_chains * n_draws,
-        batch, n_classes) probabilities to a tuple of arrays with the rows first; the batches'
-        results are concatenated, so memory is bounded by the batch, not by n."""
-        self.check_is_fitted()
-        X = self._validate_X(X, reset=False)
-        parts = [reduce(p.reshape(-1, *p.shape[2:])) for p in self._proba_batches(X)]
-        return tuple(np.concatenate(col) for col in zip(*parts))
+    def _row_batches(self, X):
+        """One batch's (n_chains * n_draws, batch, n_classes) probabilities at a time."""
+        for p in self._proba_batches(X):
+            yield p.reshape(-1, *p.shape[2:])
 
     def _checked_draws(self, X):
         self.check_is_fitted()

@@ -315,14 +315,10 @@ class MTSGDNetBase(SklmooNetMixin, NeuralNet):
 
     # -- predictions ---------------------------------------------------------------------------
 
-    def _reduce_rows(self, X, reduce):
-        """Stream over mini-batches of rows: ``reduce`` maps one batch's per-task particle
-        outputs (list of T tensors (b, M, ...)) to a tuple of arrays with the rows first; the
-        batches' results are concatenated. Memory is bounded by the batch, not by n."""
-        self.check_is_fitted()
-        X = self._validate_X(X, reset=False)
-        parts = [reduce(list(out)) for out in self.forward_iter(X, training=False)]
-        return tuple(np.concatenate(col) for col in zip(*parts))
+    def _row_batches(self, X):
+        """One batch's per-task particle outputs (list of T tensors (b, M, ...)) at a time."""
+        for out in self.forward_iter(X, training=False):
+            yield list(out)
 
     def _member_outputs(self, X):
         """Every particle's outputs per task: list of T tensors (n, M, ...) (every particle
