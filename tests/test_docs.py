@@ -7,7 +7,7 @@ import inspect
 import pytest
 
 MODULES = ["sklmoo", "sklmoo.samplers", "sklmoo.nn", "sklmoo.metrics", "sklmoo.datasets", "sklmoo.pipeline",
-           "sklmoo.diagnostics", "sklmoo.meta"]
+           "sklmoo.diagnostics", "sklmoo.meta", "sklmoo.estimators"]
 
 
 def _public_objects():

@@ -20,6 +20,7 @@ from torch.func import functional_call, vmap
 from sklmoo import L2ESamplerClassifier
 from sklmoo.meta import load_default_meta_sampler
 from sklmoo.metrics import ece_scorer
+from sklmoo.metrics._recalibration import apply_temperature
 from sklmoo.samplers import L2E, SGHMC, MetaSampler
 
 EXPECTED_FAILED_CHECKS = {
@@ -66,23 +67,28 @@ def test_defaults_fit_a_held_out_data_set_well(wine, fitted):
     assert fitted.score(Xte, yte) > 0.9                       # chance 0.4
     samples = fitted.predict_proba_samples(Xte)
     assert samples.shape == (4 * 8, len(yte), 3) and fitted.n_draws_ == 8
-    np.testing.assert_allclose(samples.mean(0), proba, rtol=1e-12)   # BMA = mean over draws
+    # BMA = mean over draws, then the temperature fitted on the validation rows
+    np.testing.assert_allclose(apply_temperature(samples.mean(0), fitted.temperature_), proba,
+                               rtol=1e-12)
     unc = fitted.predict_uncertainty(Xte)
     np.testing.assert_allclose(unc["total"], unc["aleatoric"] + unc["epistemic"], atol=1e-9)
     assert (unc["epistemic"] >= 0).all() and unc["epistemic"].max() > 0
     assert fitted.history[-1, "n_draws"] == 8
-    assert set(fitted.convergence_) == {"rhat", "ess_bulk", "diversity"}
+    assert set(fitted.convergence_) == {"rhat", "ess_bulk", "diversity", "stuck_chains"}
+    assert fitted.convergence_["stuck_chains"] == []
 
 
 def test_draws_are_collected_after_burn_in_at_spread_epochs(wine):
     Xtr, ytr, _, _ = wine
-    clf = _small(max_epochs=10, n_draws=4, burn_in=2, sampler="sghmc").fit(Xtr, ytr)
+    clf = _small(max_epochs=10, n_draws=4, burn_in=2, sampler="sghmc",
+                 train_split=None).fit(Xtr, ytr)
     draws = [int(n) for n in clf.history[:, "n_draws"]]
     assert draws == [0, 0, 0, 1, 1, 2, 2, 3, 3, 4]
     few = _small(max_epochs=6, n_draws=10, burn_in=3, sampler="sghmc").fit(Xtr, ytr)
     assert few.n_draws_ == 3                                    # every epoch after burn-in
     # cycles shorter than an epoch: draws come from steps inside the sampling phases
-    cyc = _small(sampler="csgmcmc", max_epochs=6, n_cycles=4, n_draws=5).fit(Xtr, ytr)
+    cyc = _small(sampler="csgmcmc", max_epochs=6, n_cycles=4, n_draws=5,
+                 train_split=None).fit(Xtr, ytr)
     assert cyc.n_draws_ == 5 and len(cyc._collect_at) == 5
     assert all(cyc.optimizer_.sampler.is_sampling(s) for s in cyc._collect_at)
     cycles = {s // int(np.ceil(6 * np.ceil(len(ytr) / 16) / 4)) for s in cyc._collect_at}
@@ -106,7 +112,8 @@ def test_one_batched_step_equals_the_functional_transition(wine, name):
     logits = vmap(lambda p: functional_call(chains._skeleton, p, (X,)))(params)
     loss = sum(torch.nn.functional.cross_entropy(lg, y) for lg in logits)
     grads = dict(zip(params, torch.autograd.grad(loss, list(params.values()))))
-    n = len(ytr)
+    n = clf.n_train_                           # the rows left after the validation split
+    assert n == len(ytr) - clf.n_valid_
     if name == "l2e":
         meta = {k: v.detach() for k, v in load_default_meta_sampler().weights().items()}
         ref = L2E(meta, 1.0, n, temperature=0.7, weight_decay=1.0 / n, batch_dims=1)
@@ -227,8 +234,9 @@ def test_function_space_rhat_separates_mixed_from_stuck_chains():
     # noise-free chains started apart barely move: they stay where they began
     stuck = clone(mixed).set_params(temperature=0.0, step_size=1e-7, max_epochs=20, burn_in=0,
                                     n_draws=20)
-    with pytest.warns(ConvergenceWarning, match="R-hat"):
+    with pytest.warns(ConvergenceWarning, match="stuck"):
         stuck.fit(X, y)
+    assert stuck.convergence_["stuck_chains"] == [0, 1, 2, 3]
     assert stuck.diagnose(X[:100])["rhat"] > 1.1
 
 

@@ -57,7 +57,8 @@ def test_dataframe_outputs_are_tasks_and_shapes_follow_y(linnerud):
     np.testing.assert_allclose(np.sqrt(parts["total"]), std)
     means, stds = reg.predict_members(X[:5], return_std=True)
     np.testing.assert_allclose(means.mean(0), mean)
-    np.testing.assert_allclose(parts["aleatoric"], (stds ** 2).mean(0))
+    # the calibration's variance scale multiplies both parts (the members are uncalibrated)
+    np.testing.assert_allclose(parts["aleatoric"], (stds ** 2).mean(0) * reg.variance_scale_)
     one = _small().fit(X, y["Weight"])                    # a Series: one output, 1-D predictions
     assert one.predict(X[:5]).shape == (5,) and one.task_names_ == ["Weight"]
     assert one.predict(X[:5], return_std=True)[1].shape == (5,)

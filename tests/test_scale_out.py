@@ -35,7 +35,7 @@ def client():
 
 @pytest.mark.parametrize("make, grid, target", [
     (lambda: L2ESamplerClassifier(sampler="sghmc", n_chains=2, max_epochs=10, n_draws=2,
-                                  module__hidden_units=(8,), random_state=0),
+                                  batch_size=32, module__hidden_units=(8,), random_state=0),
      {"step_size": [0.01, 0.03], "sampler": ["sghmc", "csgmcmc"]}, lambda y: y[:, 0]),
     (lambda: MTSGDMultiTaskClassifier(n_particles=2, max_epochs=2, module__hidden_units=(8,),
                                       random_state=0),

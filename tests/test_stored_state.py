@@ -33,7 +33,7 @@ def iris():
 
 def _l2e(sampler, **kw):
     params = dict(sampler=sampler, n_chains=2, max_epochs=4, n_draws=3, burn_in=1,
-                  batch_size=32, random_state=0, module__hidden_units=(8,))
+                  batch_size=32, train_split=None, random_state=0, module__hidden_units=(8,))
     if sampler == "csgmcmc":
         params.update(burn_in=0, n_cycles=1)
     params.update(kw)

@@ -1,10 +1,15 @@
 """What every sklmoo estimator shares around skorch: input validation, seeded mini-batch order,
 per-sample losses, divergence detection and "fitted only after a complete fit"."""
 
+import math
+import warnings
+
 import numpy as np
 import torch
 from sklearn.exceptions import NotFittedError
 from sklearn.utils.validation import validate_data
+
+from ._validation import RestoreBestEarlyStopping, ValidationSplit, user_stacklevel
 
 #: an epoch's mean training loss above this multiple of the first batch's (or of 1) = divergence
 DIVERGENCE_FACTOR = 1e3
@@ -213,18 +218,115 @@ class SklmooNetMixin:
                              "weight samples or classes")
         self._epoch_offset = len(self.history) if self.initialized_ else 0
         self._first_loss = None
-        NeuralNet.partial_fit(self, X, y, **fit_params)
+        NeuralNet.partial_fit(self, X, y, epochs=self.max_epochs_, **fit_params)
         done = len(self.history) - self._epoch_offset
-        if done < self.max_epochs and not self._stopped_early():
-            raise KeyboardInterrupt(f"fit was interrupted after {done} of {self.max_epochs} "
+        if done < self.max_epochs_ and not self._stopped_early():
+            raise KeyboardInterrupt(f"fit was interrupted after {done} of {self.max_epochs_} "
                                     "epochs; the estimator is not fitted")
 
     def _stopped_early(self):
-        """Whether skorch's EarlyStopping ended the loop (it raises KeyboardInterrupt too)."""
+        """Whether an early-stopping callback ended the loop (skorch's EarlyStopping raises
+        KeyboardInterrupt too)."""
         from skorch.callbacks import EarlyStopping
 
-        return any(isinstance(cb, EarlyStopping) and cb.misses_ >= cb.patience
-                   for _, cb in getattr(self, "callbacks_", []))
+        for _, cb in getattr(self, "callbacks_", []):
+            if isinstance(cb, RestoreBestEarlyStopping):
+                if getattr(cb, "stopped_", False):
+                    return True
+            elif isinstance(cb, EarlyStopping) and cb.misses_ >= cb.patience:
+                return True
+        return False
+
+    # -- budgets, the validation split and warnings --------------------------------------------
+
+    #: ``max_epochs='auto'``: epochs for this many optimiser steps, within the bounds below
+    _auto_steps = 1000
+    _auto_epoch_bounds = (10, 500)
+
+    def _check_max_epochs(self):
+        if isinstance(self.max_epochs, str) and self.max_epochs == "auto":
+            return
+        self._check_int("max_epochs")
+
+    def _resolve_epochs(self, n_train):
+        """``max_epochs_``: ``max_epochs``, or with 'auto' the epochs that give about
+        ``_auto_steps`` optimiser steps on ``n_train`` rows, within ``_auto_epoch_bounds``."""
+        if isinstance(self.max_epochs, str):
+            batch = n_train if self.batch_size == -1 else min(self.batch_size, n_train)
+            per_epoch = math.ceil(n_train / max(1, batch))
+            low, high = self._auto_epoch_bounds
+            self.max_epochs_ = int(np.clip(math.ceil(self._auto_steps / per_epoch), low, high))
+        else:
+            self.max_epochs_ = int(self.max_epochs)
+        return self.max_epochs_
+
+    def get_split_datasets(self, X, y=None, **fit_params):
+        """skorch's split; a :class:`~sklmoo.estimators.ValidationSplit` without its own
+        ``random_state`` is seeded by the estimator's."""
+        if isinstance(self.train_split, ValidationSplit):
+            dataset = self.get_dataset(X, y)
+            return self.train_split(dataset, y, seed=self.seed_)
+        return super().get_split_datasets(X, y, **fit_params)
+
+    @staticmethod
+    def _subset_rows(subset, *arrays):
+        """The rows of ``arrays`` that a validation subset holds (None without one)."""
+        if subset is None:
+            return None
+        indices = getattr(subset, "indices", None)
+        if indices is None or getattr(subset, "dataset", None) is None:
+            raise TypeError("train_split must return index subsets of the dataset (as skorch's "
+                            "ValidSplit and sklmoo's ValidationSplit do) for calibration; set "
+                            "calibration=None with this train_split")
+        indices = np.asarray(indices)
+        return tuple(a[indices] for a in arrays)
+
+    # the fitted recalibration (temperatures / variance scales) is a buffer of the module, so
+    # that save_params / load_params and restore-best carry it with the weights
+
+    def _register_recalibration(self, size):
+        self.module_.register_buffer("recalibration", torch.ones(size, dtype=torch.float64))
+
+    def _store_recalibration(self, values):
+        with torch.no_grad():
+            self.module_.recalibration.copy_(torch.as_tensor(np.atleast_1d(values),
+                                                             dtype=torch.float64))
+
+    def _loaded_recalibration(self):
+        return self.module_.recalibration.detach().cpu().numpy().copy()
+
+    def load_params(self, *args, **kwargs):
+        """skorch's ``load_params``; loading ``f_params`` (or a ``checkpoint``) also restores
+        what the module holds beyond the weights: the fitted calibration and, for L2E, the
+        draws (``n_draws_``; ``convergence_`` becomes None: call ``diagnose``). The estimator
+        must have been fitted on data with the same features and targets (e.g. with
+        ``max_epochs=1``; see ``initialize_module``).
+
+        Parameters
+        ----------
+        *args, **kwargs
+            As in skorch's ``NeuralNet.load_params`` (``f_params``, ``f_optimizer``,
+            ``f_history``, ``checkpoint``).
+
+        Returns
+        -------
+        self
+        """
+        super().load_params(*args, **kwargs)
+        if kwargs.get("f_params") is not None or kwargs.get("checkpoint") is not None:
+            self._after_load_params()
+        return self
+
+    def _start_fit_warnings(self):
+        self.fit_warnings_ = []
+
+    def _warn(self, message, category=UserWarning):
+        """Warn once, attributed to the user's call, and keep the message in
+        ``fit_warnings_`` (warnings raised in joblib workers are otherwise lost)."""
+        if not hasattr(self, "fit_warnings_"):
+            self.fit_warnings_ = []
+        self.fit_warnings_.append(f"{category.__name__}: {message}")
+        warnings.warn(message, category, stacklevel=user_stacklevel())
 
     def _check_divergence(self):
         epoch = len(self.history)

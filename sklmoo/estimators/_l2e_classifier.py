@@ -2,7 +2,6 @@
 
 import math
 import pathlib
-import warnings
 
 import numpy as np
 import torch
@@ -18,13 +17,17 @@ from skorch.utils import to_tensor
 
 from ..diagnostics import function_space_diagnostics
 from ..metrics import entropy_decomposition
+from ..metrics._recalibration import apply_temperature, fit_temperature
 from ..nn import ChainEnsemble, TrunkClassifier, member_factory
 from ..samplers import SGMCMC_SAMPLERS, MetaSampler, SamplerOptimizer, make_sgmcmc
 from ._guard import SklmooNetMixin
+from ._validation import ValidationSplit
 
 _SAMPLE_DTYPES = {"float32": torch.float32, "float16": torch.float16}
-#: fit warns when the function-space R-hat on the probe exceeds this
-RHAT_WARNING = 1.1
+#: a chain is stuck when its draws' probabilities on the probe vary (mean standard deviation)
+#: by less than this fraction of the spread between the chains' means, or less than the tolerance
+STUCK_RATIO = 0.01
+STUCK_TOLERANCE = 1e-7
 _PROBE_SIZE = 256
 
 
@@ -81,8 +84,12 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
         Independent chains, each a copy of the network from its own initialisation, run in one
         vectorised call; more chains explore more modes (and make R-hat meaningful) at a
         proportional cost.
-    max_epochs : int, default=200
-        Epochs per call to ``fit``.
+    max_epochs : int or 'auto', default='auto'
+        Epochs per call to ``fit``. 'auto': enough epochs for about 500 sampler steps (at least
+        20, at most 500 epochs; ``max_epochs_`` holds the number chosen). L2E's cost per step is
+        its transition (two evaluations of the meta-learned MLP per weight, whatever the
+        batch), so the budget is counted in steps and the default batch is large: a default
+        fit of a 1,000 x 10 table takes about 20 s on one CPU core.
     burn_in : int, optional
         Epochs discarded before collecting. Default: half of ``max_epochs`` for 'l2e' and
         'sghmc'; none for 'csgmcmc' (its exploration phases play that role). A continued fit
@@ -114,10 +121,21 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
         Storage type of the collected draws (kept on the CPU).
     input_shape : tuple of int, optional
         Shape of one sample when images are passed flat, e.g. ``(1, 8, 8)``.
+    calibration : {'temperature'} or None, default='temperature'
+        Post-hoc recalibration of the Bayesian model average on the validation rows: one
+        temperature (``temperature_``) fitted by held-out negative log-likelihood.
+        ``predict_proba`` returns the calibrated average; ``predict`` is unchanged;
+        ``predict_proba_samples`` and ``predict_uncertainty`` describe the uncalibrated draws.
     random_state : int, RandomState instance or None
-        Seeds the chains' initialisation, the mini-batch order and the sampler's noise.
-    batch_size, train_split, callbacks, verbose, device, warm_start, **kwargs
-        As in skorch's ``NeuralNet`` (defaults: batches of 32, no validation split, silent).
+        Seeds the chains' initialisation, the validation split, the mini-batch order and the
+        sampler's noise.
+    train_split : callable or None, default=ValidationSplit()
+        skorch's internal validation split: 20 % of the rows (at least 5, none when fewer than
+        10 would remain), stratified and seeded by ``random_state``, held out to fit
+        ``calibration`` (``valid_loss`` per epoch in ``history``). None: sample on every row,
+        without calibration.
+    batch_size, callbacks, verbose, device, warm_start, **kwargs
+        As in skorch's ``NeuralNet`` (defaults: batches of 128, silent).
         skorch's ``optimizer`` and ``lr`` are not parameters here (the sampler moves the
         weights; ``step_size`` sets its step): passing them is an error at ``fit``.
 
@@ -130,8 +148,17 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
     n_draws_ : int
         Draws per chain collected so far.
     convergence_ : dict or None
-        Function-space R-hat and bulk ESS on a probe of the training inputs, computed at the end
-        of ``fit`` (None with fewer than 4 draws per chain).
+        Function-space R-hat, bulk ESS and diversity on a probe of the training inputs, computed
+        at the end of ``fit`` (None with fewer than 2 draws per chain; R-hat and ESS None with
+        fewer than 4), and ``'stuck_chains'``, the chains whose draws all predict the same.
+        Only a stuck chain raises a ``ConvergenceWarning``: the chains of a neural network
+        settle in different modes, so an R-hat above 1.1 is the rule, not a fault.
+    temperature_ : float
+        The fitted temperature (1 without calibration or validation rows).
+    max_epochs_, n_train_, n_valid_ : int
+        The epoch budget of the last fit; the rows sampled on and held out.
+    fit_warnings_ : list of str
+        The warnings of the last fit (also kept when they were raised in a joblib worker).
     history : skorch History
         Per epoch ``train_loss`` (mean over chains) and ``n_draws``.
 
@@ -159,11 +186,11 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
     """
 
     def __init__(self, module=None, *, sampler="l2e", meta_sampler="default", n_chains=4,
-                 max_epochs=200, burn_in=None, n_draws=20, step_size=None, friction=None,
+                 max_epochs="auto", burn_in=None, n_draws=20, step_size=None, friction=None,
                  temperature=1.0, prior_precision=1.0, n_cycles=4, n_data=None,
-                 sample_dtype="float32", input_shape=None, random_state=None,
-                 criterion=torch.nn.CrossEntropyLoss, batch_size=32,
-                 train_split=None, verbose=0, **kwargs):
+                 sample_dtype="float32", input_shape=None, calibration="temperature",
+                 random_state=None, criterion=torch.nn.CrossEntropyLoss, batch_size=128,
+                 train_split=ValidationSplit(), verbose=0, **kwargs):
         kwargs.setdefault("optimizer", SamplerOptimizer)
         super().__init__(module, criterion=criterion, max_epochs=max_epochs,
                          batch_size=batch_size, train_split=train_split, verbose=verbose,
@@ -181,7 +208,12 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
         self.n_data = n_data
         self.sample_dtype = sample_dtype
         self.input_shape = input_shape
+        self.calibration = calibration
         self.random_state = random_state
+
+    #: ``max_epochs='auto'``: about this many sampler steps (see the class docstring)
+    _auto_steps = 500
+    _auto_epoch_bounds = (20, 500)
 
     # -- scikit-learn boundary -------------------------------------------------------------
 
@@ -215,8 +247,14 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
         if self.sample_dtype not in _SAMPLE_DTYPES:
             raise ValueError(f"sample_dtype must be one of {tuple(_SAMPLE_DTYPES)}, got "
                              f"{self.sample_dtype!r}")
-        for name in ("n_chains", "max_epochs", "n_draws", "n_cycles"):
+        for name in ("n_chains", "n_draws", "n_cycles"):
             self._check_int(name)
+        self._check_max_epochs()
+        if self.calibration not in (None, "temperature"):
+            raise ValueError(f"calibration must be 'temperature' or None, got "
+                             f"{self.calibration!r}")
+        if isinstance(self.train_split, ValidationSplit):
+            self.train_split.check()
         self._check_int("burn_in", low=0, allow_none=True)
         self._check_int("n_data", allow_none=True)
         if self.batch_size != -1:
@@ -225,7 +263,8 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
         self._check_number("friction", allow_none=True)
         for name in ("temperature", "prior_precision"):
             self._check_number(name)
-        if self.burn_in is not None and self.burn_in >= self.max_epochs:
+        if (self.burn_in is not None and not isinstance(self.max_epochs, str)
+                and self.burn_in >= self.max_epochs):
             raise ValueError(f"burn_in={self.burn_in} leaves none of the max_epochs="
                              f"{self.max_epochs} epochs to collect samples")
         if self.sampler == "l2e":
@@ -331,12 +370,16 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
         if not continuing:
             self.seed_ = int(check_random_state(self.random_state).randint(np.iinfo(np.int32).max))
             self.initialize()
-        dataset_train, _ = self.get_split_datasets(X, codes, **fit_params)
+        self._start_fit_warnings()
+        dataset_train, dataset_valid = self.get_split_datasets(X, codes, **fit_params)
         n_train = len(dataset_train)
         batch = n_train if self.batch_size == -1 else min(self.batch_size, n_train)
         steps_per_epoch = math.ceil(n_train / batch)
-        self.optimizer_.set_sampler(self._make_sampler(meta, n_train,
-                                                       self.max_epochs * steps_per_epoch))
+        epochs = self._resolve_epochs(n_train)
+        if self.burn_in is not None and self.burn_in >= epochs:
+            raise ValueError(f"burn_in={self.burn_in} leaves none of the {epochs} epochs of "
+                             f"max_epochs={self.max_epochs!r} to collect samples")
+        self.optimizer_.set_sampler(self._make_sampler(meta, n_train, epochs * steps_per_epoch))
         self.optimizer_.param_groups[0]["sampler_step"] = 0
         self._collect_at = self._collection_steps(continuing, steps_per_epoch)
         self._run_epochs(X, codes, **fit_params)
@@ -348,6 +391,15 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
                              "estimator is not fitted: lower burn_in or the early-stopping "
                              "patience")
         self.convergence_ = self._probe_convergence(X)
+        self.n_train_ = n_train
+        self.n_valid_ = 0 if dataset_valid is None else len(dataset_valid)
+        valid = (self._subset_rows(dataset_valid, X, codes) if self.calibration is not None
+                 else None)
+        self.temperature_ = 1.0
+        if valid is not None and len(valid[0]):
+            bma = np.concatenate([p.mean(axis=0) for p in self._row_batches(valid[0])])
+            self.temperature_ = fit_temperature(bma, valid[1])
+        self._store_recalibration(self.temperature_)
         self.fitted_ = True
         return self
 
@@ -362,7 +414,7 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
 
     def _collection_steps(self, continuing, steps_per_epoch):
         """Sampler steps of this call (0-based) after which a draw is collected."""
-        epochs = self.max_epochs
+        epochs = self.max_epochs_
         burn = 0 if continuing else self.burn_in
         if burn is None:
             burn = 0 if self.sampler == "csgmcmc" else epochs // 2
@@ -382,17 +434,30 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
         return set(int(s) for s in candidates[index])
 
     def _probe_convergence(self, X):
-        if self.n_draws_ < 4:
+        """``convergence_`` on a probe of the training inputs; a ``ConvergenceWarning`` only
+        for a stuck chain (every draw predicting the same probabilities). Chains of a neural
+        network settle in different modes, so a function-space R-hat above 1.1 is the rule
+        rather than a fault: it is reported in ``convergence_``, not warned about."""
+        if self.n_draws_ < 2:
             return None
         rng = np.random.default_rng(self.seed_)
         probe = X[rng.choice(len(X), size=min(_PROBE_SIZE, len(X)), replace=False)]
-        report = function_space_diagnostics(self._proba_draws(probe))
-        summary = {k: report[k] for k in ("rhat", "ess_bulk", "diversity")}
-        if summary["rhat"] > RHAT_WARNING:
-            warnings.warn(f"the chains have not converged: function-space R-hat "
-                          f"{summary['rhat']:.3f} > {RHAT_WARNING} on {len(probe)} training "
-                          "inputs (run more epochs or chains, or check step_size); see "
-                          "diagnose(X)", ConvergenceWarning, stacklevel=3)
+        draws = self._proba_draws(probe)                       # (chains, draws, n, C)
+        within = draws.std(axis=1).mean(axis=(1, 2))           # per chain
+        between = draws.mean(axis=1).std(axis=0).mean() if len(draws) > 1 else 0.0
+        stuck = [int(c) for c in np.flatnonzero(within < max(STUCK_RATIO * between,
+                                                              STUCK_TOLERANCE))]
+        summary = {"rhat": None, "ess_bulk": None, "diversity": None, "stuck_chains": stuck}
+        if self.n_draws_ >= 4:
+            report = function_space_diagnostics(draws)
+            summary.update({k: report[k] for k in ("rhat", "ess_bulk", "diversity")})
+        if stuck:
+            rhat = ("" if summary["rhat"] is None
+                    else f", function-space R-hat {summary['rhat']:.3g}")
+            self._warn(f"chain(s) {stuck} are stuck: their draws barely differ on {len(probe)} "
+                       f"training inputs while the chains disagree{rhat} (the sampler is not "
+                       "moving; raise step_size or check the data's scale); see diagnose(X)",
+                       ConvergenceWarning)
         return summary
 
     # -- skorch hooks --------------------------------------------------------------------------
@@ -427,6 +492,7 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
                                  f"output ({n_classes},) logits")
             self.module_ = ChainEnsemble(make, self.n_chains, input_shape=shape,
                                          sample_dtype=_SAMPLE_DTYPES[self.sample_dtype])
+        self._register_recalibration(1)
         return self
 
     def initialize_optimizer(self, *args, **kwargs):
@@ -475,28 +541,14 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
     def _guarded_tensors(self):
         return self.module_.chain_tensors()
 
-    def load_params(self, *args, **kwargs):
-        """skorch's ``load_params``; loading ``f_params`` (the chains and their draws) also
-        sets ``n_draws_`` to the loaded draws and ``convergence_`` to None (it was computed for
-        other draws: call :meth:`diagnose`). The estimator must have been fitted on data with
-        the same features and classes (see :meth:`initialize_module`).
-
-        Parameters
-        ----------
-        *args, **kwargs
-            As in skorch's ``NeuralNet.load_params`` (``f_params``, ``f_optimizer``,
-            ``f_history``, ``checkpoint``).
-
-        Returns
-        -------
-        self
-        """
-        super().load_params(*args, **kwargs)
-        if kwargs.get("f_params") is not None or kwargs.get("checkpoint") is not None:
-            self.n_draws_ = len(self.module_.samples)
-            self.convergence_ = None
-            self.fitted_ = self.n_draws_ > 0
-        return self
+    def _after_load_params(self):
+        """Loading ``f_params`` (the chains and their draws) also sets ``n_draws_`` to the
+        loaded draws, ``temperature_`` to the saved one and ``convergence_`` to None (it was
+        computed for other draws: call :meth:`diagnose`)."""
+        self.n_draws_ = len(self.module_.samples)
+        self.convergence_ = None
+        self.temperature_ = float(self._loaded_recalibration()[0])
+        self.fitted_ = self.n_draws_ > 0
 
     def on_epoch_end(self, net, **kwargs):
         """Detect divergence and record the number of draws collected so far."""
@@ -561,7 +613,9 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
         -------
         ndarray of shape (n_samples, n_classes), float64
         """
-        (proba,) = self._reduce_rows(X, lambda p: (p.mean(axis=0),))
+        temperature = getattr(self, "temperature_", 1.0)
+        (proba,) = self._reduce_rows(
+            X, lambda p: (apply_temperature(p.mean(axis=0), temperature),))
         return proba
 
     def predict(self, X):

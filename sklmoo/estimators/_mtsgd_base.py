@@ -5,8 +5,6 @@ The classifier and the regressor differ only in their targets (labels or values)
 (logits or a Gaussian mean and scale) and their per-sample loss; everything else is here once.
 """
 
-import warnings
-
 import numpy as np
 import torch
 from sklearn.exceptions import NotFittedError
@@ -19,6 +17,7 @@ from ..nn import (METHODS, FunctionSpace, MultiTaskParticleNet, make_update_rule
                   member_factory, multitask_particle_step)
 from ..samplers import TASK_NORMALIZATIONS, LinearScalarization, PrecomputedKernel, RBFKernel
 from ._guard import SklmooNetMixin
+from ._validation import RestoreBestEarlyStopping, ValidationSplit
 
 
 class MTSGDNetBase(SklmooNetMixin, NeuralNet):
@@ -34,6 +33,8 @@ class MTSGDNetBase(SklmooNetMixin, NeuralNet):
     """
 
     _member_kind = "particle"
+    #: the calibration values this estimator offers (None: off)
+    _calibrations = ()
     #: the task_normalization values this estimator's losses allow
     _task_normalizations = TASK_NORMALIZATIONS
 
@@ -58,9 +59,16 @@ class MTSGDNetBase(SklmooNetMixin, NeuralNet):
                              f"got {self.normalize_drive!r}")
         if not isinstance(self.smooth_drive, (bool, np.bool_)):
             raise ValueError(f"smooth_drive must be True or False, got {self.smooth_drive!r}")
-        for name, low in (("warmup_epochs", 0), ("n_particles", 1), ("max_epochs", 1)):
+        for name, low in (("warmup_epochs", 0), ("n_particles", 1)):
             self._check_int(name, low=low)
+        self._check_max_epochs()
         self._check_number("lr", strict=True)
+        self._check_number("prior_precision")
+        if self.calibration is not None and self.calibration not in self._calibrations:
+            raise ValueError(f"calibration must be one of {self._calibrations} or None, "
+                             f"got {self.calibration!r}")
+        if isinstance(self.train_split, ValidationSplit):
+            self.train_split.check()
         if self.batch_size != -1:
             self._check_int("batch_size")
         for name in ("repulsion", "head_repulsion"):
@@ -162,6 +170,7 @@ class MTSGDNetBase(SklmooNetMixin, NeuralNet):
 
     def _fit_epochs(self, X, targets, fit_params):
         self.fitted_ = False
+        self._start_fit_warnings()
         # samples without any target contribute to no loss: leave them out, so that no
         # mini-batch is empty of targets
         keep = np.asarray(self._observed(targets)).any(axis=1)
@@ -169,9 +178,51 @@ class MTSGDNetBase(SklmooNetMixin, NeuralNet):
             raise ValueError("y has no observed target in any task")
         if not keep.all():
             X, targets = X[keep], targets[keep]
+        train, valid = self.get_split_datasets(X, targets, **fit_params)
+        n_train = len(train)
+        self._resolve_epochs(n_train)
+        if "optimizer__weight_decay" not in vars(self):
+            # a N(0, 1/prior_precision) prior on every weight, as weight decay on the mean loss
+            for group in self.optimizer_.param_groups:
+                group["weight_decay"] = float(self.prior_precision) / n_train
         self._run_epochs(X, targets, **fit_params)
+        self.n_train_, self.n_valid_ = n_train, 0 if valid is None else len(valid)
+        rows = self._subset_rows(valid, X, targets) if self.calibration is not None else None
+        self._fit_calibration(*(rows or (None, None)))
         self.fitted_ = True
         return self
+
+    def _valid_outputs(self, X):
+        """Per-task particle outputs (n, M, ...) on the validation rows, for calibration."""
+        self._set_training(False)
+        outs = []
+        with torch.no_grad():
+            for start in range(0, len(X), 1024):
+                xb = to_tensor(X[start:start + 1024], device=self.device)
+                outs.append(tuple(o.detach().cpu() for o in self.infer(xb)))
+        return [torch.cat(col) for col in zip(*outs)]
+
+    def get_default_callbacks(self):
+        """skorch's, plus ``early_stopping``: a
+        :class:`~sklmoo.estimators.RestoreBestEarlyStopping` on the validation loss (inactive
+        without a validation split; ``callbacks__early_stopping=None`` turns it off,
+        ``callbacks__early_stopping__patience=20`` sets it)."""
+        return [*super().get_default_callbacks(),
+                ("early_stopping", RestoreBestEarlyStopping())]
+
+    def validation_step(self, batch, **fit_params):
+        """The validation loss is the negative log-likelihood of the particles' pooled
+        prediction (what ``predict`` returns), mean over the tasks' observed samples."""
+        self._set_training(False)
+        Xi, yi = unpack_data(batch)
+        with torch.no_grad():
+            y_pred = self.infer(Xi, **fit_params)
+            y_true = to_tensor(yi, device=self.device)
+            observed = self._observed(y_true)
+            losses = [self._pooled_nll(out[observed[:, t]], y_true[observed[:, t], t]).mean()
+                      for t, out in enumerate(y_pred) if observed[:, t].any()]
+            loss = torch.stack(losses).mean()
+        return {"loss": loss, "y_pred": y_pred}
 
     # -- skorch hooks --------------------------------------------------------------------------
 
@@ -197,7 +248,13 @@ class MTSGDNetBase(SklmooNetMixin, NeuralNet):
             self.module_ = MultiTaskParticleNet(factory, self.n_particles, self._head_widths(),
                                                 input_shape=shape,
                                                 head_factory=self._head_factory())
+        self._register_recalibration(self.n_tasks_)
         return self
+
+    def _after_load_params(self):
+        """Loading ``f_params`` also restores the fitted calibration (``temperature_`` /
+        ``variance_scale_``, a buffer of the module)."""
+        setattr(self, self._recalibration_attribute, self._loaded_recalibration())
 
     def initialize(self):
         """skorch's initialisation, plus the update rules built from the hyperparameters."""
@@ -306,11 +363,10 @@ class MTSGDNetBase(SklmooNetMixin, NeuralNet):
                 peak = max([float(drive)] + [e.get(f"{part}_drive_norm") or 0.0
                                              for e in self.history[:-1]])
                 if repulsive > peak:
-                    warnings.warn(f"the {part} repulsion outweighs the drive in epoch "
-                                  f"{len(self.history)} (norm {repulsive:.3g}, largest drive "
-                                  f"{peak:.3g}): the particles mostly push each other apart; "
-                                  f"lower {'repulsion' if part == 'trunk' else 'head_repulsion'}",
-                                  UserWarning, stacklevel=2)
+                    self._warn(f"the {part} repulsion outweighs the drive in epoch "
+                               f"{len(self.history)} (norm {repulsive:.3g}, largest drive "
+                               f"{peak:.3g}): the particles mostly push each other apart; "
+                               f"lower {'repulsion' if part == 'trunk' else 'head_repulsion'}")
         super().on_epoch_end(net, **kwargs)
 
     # -- predictions ---------------------------------------------------------------------------

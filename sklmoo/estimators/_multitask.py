@@ -5,7 +5,9 @@ import torch
 from sklearn.base import ClassifierMixin
 
 from ..metrics import entropy_decomposition
+from ..metrics._recalibration import apply_temperature, fit_temperature
 from ._mtsgd_base import MTSGDNetBase
+from ._validation import ValidationSplit
 from ._targets import (as_2d_targets, as_task_columns, decode_predictions, encode_targets,
                        encode_with_classes, missing_mask)
 
@@ -93,11 +95,37 @@ class MTSGDMultiTaskClassifier(ClassifierMixin, MTSGDNetBase):
     missing_label : scalar, optional
         A label value meaning "unlabelled" in addition to NaN / None; such entries are left out
         of their task's loss.
+    calibration : {'temperature'} or None, default='temperature'
+        Post-hoc recalibration on the validation rows ("pool, then calibrate"): one
+        temperature per task on the particles' averaged probabilities, fitted by held-out
+        negative log-likelihood (``temperature_``). ``predict_proba`` returns the calibrated
+        probabilities; ``predict`` is unchanged (a temperature never moves the argmax);
+        ``predict_proba_members`` and ``predict_uncertainty`` describe the uncalibrated
+        particles. Without a validation split the temperatures stay 1.
+    prior_precision : float, default=1.0
+        Precision of an isotropic Gaussian prior on every weight, applied as weight decay
+        ``prior_precision / n_train`` on the mean loss: strong on 20 rows, negligible on
+        100,000 (``optimizer__weight_decay`` overrides it).
     random_state : int, RandomState instance or None
-        Seeds particle initialisation and mini-batch order.
-    optimizer, lr, max_epochs, batch_size, train_split, verbose, device, callbacks, **kwargs
-        As in skorch's ``NeuralNet`` (defaults: Adam, 1e-3, 20 epochs, batches of 64, no
-        internal validation split, silent).
+        Seeds particle initialisation, the validation split and mini-batch order.
+    max_epochs : int or 'auto', default='auto'
+        Epochs per call to ``fit``. 'auto': enough epochs for about 1000 optimiser steps
+        (at least 10, at most 500 epochs; ``max_epochs_`` holds the number chosen), so that a
+        150-row table gets as many updates as a 10,000-row one; early stopping usually ends
+        the fit sooner.
+    train_split : callable or None, default=ValidationSplit()
+        skorch's internal validation split: by default
+        :class:`~sklmoo.estimators.ValidationSplit` holds out 20 % of the rows (at least 5,
+        none when fewer than 10 would remain), stratified by the labels and seeded by
+        ``random_state``. The validation loss (negative log-likelihood of the pooled
+        prediction) drives the default ``early_stopping`` callback, which stops after a fifth of
+        the budget without improvement and restores the best epoch's particles, and the rows
+        fit ``calibration``. None: train on every row, for ``max_epochs_`` epochs, without
+        calibration.
+    optimizer, lr, batch_size, verbose, device, callbacks, **kwargs
+        As in skorch's ``NeuralNet`` (defaults: Adam, 1e-3, batches of 64, silent;
+        ``verbose=1`` prints a line per epoch). ``callbacks__early_stopping=None`` turns early
+        stopping off, ``callbacks__early_stopping__patience=50`` changes it.
 
     Attributes
     ----------
@@ -112,7 +140,17 @@ class MTSGDMultiTaskClassifier(ClassifierMixin, MTSGDNetBase):
         Per batch, ``task_weights`` holds the trunk rule's task weights (the QP solution) and
         ``trunk_repulsion`` / ``head_repulsion`` the repulsion / drive norm ratios; per epoch,
         their means and ``task_weights_std`` (the spread of the weights over the batches). A
-        ``UserWarning`` says when the repulsion outweighs the drive in an epoch.
+        ``UserWarning`` says when the repulsion outweighs the drive in an epoch. With a
+        validation split, ``valid_loss`` per epoch and ``best_epoch``.
+    temperature_ : ndarray of shape (n_tasks,)
+        The fitted temperatures (above 1: the pooled probabilities were overconfident and are
+        softened; below 1: underconfident and sharpened).
+    max_epochs_ : int
+        The epoch budget of the last fit (``max_epochs``, or the one 'auto' chose).
+    n_train_, n_valid_ : int
+        Rows trained on and held out for validation in the last fit.
+    fit_warnings_ : list of str
+        The warnings of the last fit (also kept when they were raised in a joblib worker).
 
     Examples
     --------
@@ -132,9 +170,10 @@ class MTSGDMultiTaskClassifier(ClassifierMixin, MTSGDNetBase):
                  warmup_epochs=0, task_normalization="l2", normalize_drive=False,
                  input_shape=None,
                  missing_label=None,
+                 calibration="temperature", prior_precision=1.0,
                  random_state=None, criterion=torch.nn.CrossEntropyLoss,
-                 optimizer=torch.optim.Adam, lr=1e-3, max_epochs=20, batch_size=64,
-                 train_split=None, verbose=0, **kwargs):
+                 optimizer=torch.optim.Adam, lr=1e-3, max_epochs="auto", batch_size=64,
+                 train_split=ValidationSplit(), verbose=0, **kwargs):
         super().__init__(module, criterion=criterion, optimizer=optimizer, lr=lr,
                          max_epochs=max_epochs, batch_size=batch_size, train_split=train_split,
                          verbose=verbose, **kwargs)
@@ -150,7 +189,12 @@ class MTSGDMultiTaskClassifier(ClassifierMixin, MTSGDNetBase):
         self.head_repulsion = head_repulsion
         self.input_shape = input_shape
         self.missing_label = missing_label
+        self.calibration = calibration
+        self.prior_precision = prior_precision
         self.random_state = random_state
+
+    _calibrations = ("temperature",)
+    _recalibration_attribute = "temperature_"
 
     # -- targets ---------------------------------------------------------------------------------
 
@@ -221,6 +265,30 @@ class MTSGDMultiTaskClassifier(ClassifierMixin, MTSGDNetBase):
         return self.criterion_(logits.transpose(1, 2),
                                target.long()[:, None].expand(-1, logits.shape[1]))
 
+    @staticmethod
+    def _pooled_nll(logits, target):
+        """(b,) negative log-likelihood of the particles' averaged probabilities."""
+        logp = torch.logsumexp(torch.log_softmax(logits.double(), dim=-1), dim=1)
+        logp = logp - np.log(logits.shape[1])
+        return -logp.gather(1, target.long()[:, None])[:, 0]
+
+    def _fit_calibration(self, X_valid, codes_valid):
+        """``temperature_``: one temperature per task on the pooled probabilities of the
+        validation rows (1 without calibration or validation rows)."""
+        self.temperature_ = np.ones(self.n_tasks_)
+        if X_valid is not None and len(X_valid):
+            outs = self._valid_outputs(X_valid)
+            for t, logits in enumerate(outs):
+                proba = self._member_proba(logits).mean(axis=0)
+                self.temperature_[t] = fit_temperature(proba, np.asarray(codes_valid)[:, t])
+        self._store_recalibration(self.temperature_)
+
+    def _pooled_proba(self, logits, t):
+        """Task t's calibrated ensemble probabilities of one batch."""
+        proba = self._member_proba(logits).mean(axis=0)
+        temperature = getattr(self, "temperature_", None)
+        return proba if temperature is None else apply_temperature(proba, temperature[t])
+
     # -- predictions ---------------------------------------------------------------------------
 
     @staticmethod
@@ -261,7 +329,7 @@ class MTSGDMultiTaskClassifier(ClassifierMixin, MTSGDNetBase):
         list of ndarray, or ndarray for a 1-D ``y``
         """
         return self._single(list(self._reduce_rows(
-            X, lambda out: tuple(self._member_proba(lg).mean(axis=0) for lg in out))))
+            X, lambda out: tuple(self._pooled_proba(lg, t) for t, lg in enumerate(out)))))
 
     def _predict_codes(self, X):
         (codes,) = self._reduce_rows(X, lambda out: (np.column_stack(

@@ -7,9 +7,11 @@ import torch
 from sklearn.base import RegressorMixin
 from sklearn.metrics import r2_score
 
+from ..metrics._recalibration import fit_variance_scale
 from ..nn import StackedGaussianHead
 from ._mtsgd_base import MTSGDNetBase
 from ._targets import regression_targets
+from ._validation import ValidationSplit
 
 
 #: the noise scales learn this many times faster than the rest of the network (see the class
@@ -73,9 +75,23 @@ class MTSGDRegressor(RegressorMixin, MTSGDNetBase):
         Seeds particle initialisation and mini-batch order.
     criterion : torch loss class, default=torch.nn.GaussianNLLLoss
         Called as ``criterion(mean, target, variance)`` per sample.
-    optimizer, lr, max_epochs, batch_size, train_split, verbose, device, callbacks, **kwargs
-        As in skorch's ``NeuralNet`` (defaults: Adam, 1e-3, 50 epochs, batches of 64, no
-        internal validation split, silent). The noise-scale parameters learn at 10 times
+    calibration : {'variance'} or None, default='variance'
+        Post-hoc recalibration on the validation rows: one factor per output on the predictive
+        variance (``variance_scale_``), fitted by held-out Gaussian negative log-likelihood.
+        ``predict(X, return_std=True)`` and ``predict_uncertainty`` (both parts) include it;
+        ``predict_members`` does not. Without a validation split the factors stay 1.
+    prior_precision : float, default=1.0
+        As in the classifier: weight decay ``prior_precision / n_train``.
+    max_epochs : int or 'auto', default='auto'
+        As in the classifier (about 1000 optimiser steps, 10 to 500 epochs).
+    train_split : callable or None, default=ValidationSplit()
+        As in the classifier (without stratification): 20 % of the rows held out drive early
+        stopping with restore-best (validation loss: the Gaussian negative log-likelihood of the
+        pooled prediction) and ``calibration``.
+    optimizer, lr, batch_size, verbose, device, callbacks, **kwargs
+        As in skorch's ``NeuralNet`` (defaults: Adam, 1e-3, batches of 64, silent;
+        ``callbacks__early_stopping=None`` turns early stopping off). The noise-scale
+        parameters learn at 10 times
         ``lr`` (their own optimiser parameter group, unless ``optimizer__param_groups`` is
         set): their logarithm must travel from 1 (the standardised targets' scale) to the
         residuals' scale, and Adam moves a parameter by at most about ``lr`` per step.
@@ -92,6 +108,10 @@ class MTSGDRegressor(RegressorMixin, MTSGDNetBase):
         The fitted particles (one :class:`~sklmoo.nn.StackedGaussianHead` per output).
     history : skorch History
         As in the classifier: the QP's per-output weights and the repulsion / drive ratios.
+    variance_scale_ : ndarray of shape (n_outputs,)
+        The fitted factors on the predictive variance (above 1: the intervals were too narrow).
+    max_epochs_, n_train_, n_valid_, fit_warnings_
+        As in the classifier.
 
     Examples
     --------
@@ -113,9 +133,10 @@ class MTSGDRegressor(RegressorMixin, MTSGDNetBase):
                  warmup_epochs=0, task_normalization="none", normalize_drive=False,
                  heteroscedastic=False,
                  normalize_y=True, input_shape=None,
+                 calibration="variance", prior_precision=1.0,
                  random_state=None, criterion=torch.nn.GaussianNLLLoss,
-                 optimizer=torch.optim.Adam, lr=1e-3, max_epochs=50, batch_size=64,
-                 train_split=None, verbose=0, **kwargs):
+                 optimizer=torch.optim.Adam, lr=1e-3, max_epochs="auto", batch_size=64,
+                 train_split=ValidationSplit(), verbose=0, **kwargs):
         super().__init__(module, criterion=criterion, optimizer=optimizer, lr=lr,
                          max_epochs=max_epochs, batch_size=batch_size, train_split=train_split,
                          verbose=verbose, **kwargs)
@@ -132,7 +153,12 @@ class MTSGDRegressor(RegressorMixin, MTSGDNetBase):
         self.heteroscedastic = heteroscedastic
         self.normalize_y = normalize_y
         self.input_shape = input_shape
+        self.calibration = calibration
+        self.prior_precision = prior_precision
         self.random_state = random_state
+
+    _calibrations = ("variance",)
+    _recalibration_attribute = "variance_scale_"
 
     def _check_params(self):
         super()._check_params()
@@ -227,6 +253,33 @@ class MTSGDRegressor(RegressorMixin, MTSGDNetBase):
         mean, std = outputs[..., 0], outputs[..., 1]
         return self.criterion_(mean, target[:, None].expand_as(mean), std ** 2)
 
+    @staticmethod
+    def _pooled_nll(outputs, target):
+        """(b,) Gaussian negative log-likelihood of the particles' pooled prediction (mean and
+        total variance, as ``predict(X, return_std=True)``), in standardised units."""
+        means, stds = outputs[..., 0].double(), outputs[..., 1].double()
+        mean = means.mean(dim=1)
+        var = (stds ** 2).mean(dim=1) + means.var(dim=1, unbiased=False)
+        return 0.5 * (torch.log(2 * np.pi * var) + (target.double() - mean) ** 2 / var)
+
+    def _fit_calibration(self, X_valid, targets_valid):
+        """``variance_scale_``: one factor per output on the predictive variance, fitted on
+        the validation rows (1 without calibration or validation rows)."""
+        self.variance_scale_ = np.ones(self.n_outputs_)
+        if X_valid is not None and len(X_valid):
+            means, stds = self._batch_moments(self._valid_outputs(X_valid), standardised=True)
+            mean = means.mean(axis=0)
+            std = np.sqrt(sum(self._variance_parts(means, stds)))
+            targets_valid = np.asarray(targets_valid, dtype=np.float64)
+            for t in range(self.n_outputs_):
+                self.variance_scale_[t] = fit_variance_scale(targets_valid[:, t], mean[:, t],
+                                                             std[:, t])
+        self._store_recalibration(self.variance_scale_)
+
+    def _scaled_variance(self, variance):
+        scale = getattr(self, "variance_scale_", None)
+        return variance if scale is None else variance * scale
+
     # -- predictions ---------------------------------------------------------------------------
 
     def _member_moments(self, X):
@@ -249,7 +302,7 @@ class MTSGDRegressor(RegressorMixin, MTSGDNetBase):
         def reduce(out):
             means, stds = self._batch_moments(out, standardised=True)
             return (means.mean(axis=0) * self.y_scale_ + self.y_mean_,
-                    *self._variance_parts(means, stds))
+                    *(self._scaled_variance(v) for v in self._variance_parts(means, stds)))
 
         return self._reduce_rows(X, reduce)
 

@@ -1,0 +1,232 @@
+"""The defaults users meet: the internal validation split, early stopping with restore-best,
+post-hoc recalibration, budgets in steps, regularisation scaled by n, and quiet fits."""
+
+import pickle
+import warnings
+
+import numpy as np
+import pytest
+from sklearn.base import clone
+from sklearn.datasets import load_breast_cancer, load_iris, load_wine
+from sklearn.preprocessing import StandardScaler
+from skorch.dataset import Dataset
+
+from sklmoo import L2ESamplerClassifier, MTSGDMultiTaskClassifier, MTSGDRegressor
+from sklmoo.estimators import ValidationSplit
+from sklmoo.metrics import gaussian_nll, negative_log_likelihood
+from sklmoo.metrics._recalibration import (apply_temperature, fit_temperature,
+                                           fit_variance_scale)
+
+
+def _scaled(load):
+    X, y = load(return_X_y=True)
+    return StandardScaler().fit_transform(X).astype(np.float32), y
+
+
+# -- recalibration math ----------------------------------------------------------------------
+
+@pytest.mark.parametrize("power, direction", [(3.0, "over"), (0.3, "under")])
+def test_temperature_lowers_held_out_nll_of_miscalibrated_probabilities(power, direction):
+    # labels drawn from known probabilities; the model reports them raised to `power`
+    rng = np.random.default_rng(0)
+    logits = rng.normal(scale=2.0, size=(4000, 4))
+    true = np.exp(logits) / np.exp(logits).sum(1, keepdims=True)
+    y = np.array([rng.choice(4, p=p) for p in true])
+    reported = apply_temperature(true, 1.0 / power)
+    fit, test = slice(0, 2000), slice(2000, None)
+    t = fit_temperature(reported[fit], y[fit])
+    assert (t > 1) if direction == "over" else (t < 1)
+    np.testing.assert_allclose(t, power, rtol=0.15)          # recovers the distortion
+    before = negative_log_likelihood(y[test], reported[test])
+    after = negative_log_likelihood(y[test], apply_temperature(reported[test], t))
+    assert after < before - 0.01
+    np.testing.assert_array_equal(apply_temperature(reported, t).argmax(1), reported.argmax(1))
+
+
+@pytest.mark.parametrize("factor", [0.3, 3.0])
+def test_variance_scale_lowers_held_out_gaussian_nll(factor):
+    rng = np.random.default_rng(1)
+    mean = rng.normal(size=4000)
+    std = np.exp(rng.normal(scale=0.3, size=4000))
+    y = mean + std * rng.normal(size=4000)
+    reported = std * np.sqrt(factor)                         # too narrow / too wide
+    s = fit_variance_scale(y[:2000], mean[:2000], reported[:2000])
+    np.testing.assert_allclose(s, 1 / factor, rtol=0.15)
+    before = gaussian_nll(y[2000:], mean[2000:], reported[2000:])
+    after = gaussian_nll(y[2000:], mean[2000:], reported[2000:] * np.sqrt(s))
+    assert after < before - 0.05
+
+
+def test_temperature_of_a_handful_of_rows_stays_moderate():
+    # one confidently wrong row must not set an extreme temperature
+    proba = np.array([[0.99, 0.01], [0.98, 0.02], [0.02, 0.98]])
+    t = fit_temperature(proba, np.array([1, 0, 1]))
+    assert 1 < t < 5
+
+
+# -- the validation split --------------------------------------------------------------------
+
+def test_validation_split_is_stratified_and_reproducible():
+    y = np.repeat([0, 1, 2], [60, 30, 10])
+    data = Dataset(np.zeros((100, 2), np.float32), y)
+    train, valid = ValidationSplit()(data, y, seed=3)
+    assert len(valid) == 20 and len(train) == 80
+    assert np.bincount(y[valid.indices]).tolist() == [12, 6, 2]
+    assert not set(train.indices) & set(valid.indices)
+    again = ValidationSplit()(data, y, seed=3)[1].indices
+    other = ValidationSplit()(data, y, seed=4)[1].indices
+    assert again == valid.indices and other != valid.indices
+
+
+def test_validation_split_keeps_tiny_data_for_training():
+    y = np.arange(12) % 2
+    train, valid = ValidationSplit()(Dataset(np.zeros((12, 1), np.float32), y), y, seed=0)
+    assert valid is None and len(train) == 12
+    # multi-task codes with missing labels (-1) are stratified on a task whose labels allow it
+    codes = np.stack([np.arange(40) % 2, np.where(np.arange(40) < 3, -1, np.arange(40) % 4)], 1)
+    train, valid = ValidationSplit()(Dataset(np.zeros((40, 1), np.float32), codes), codes, 0)
+    assert len(valid) == 8
+
+
+@pytest.mark.parametrize("bad", [dict(fraction=1.0), dict(fraction=0), dict(min_valid=0)])
+def test_validation_split_refuses_bad_settings_at_fit(bad):
+    X, y = _scaled(load_iris)
+    with pytest.raises(ValueError, match="ValidationSplit"):
+        MTSGDMultiTaskClassifier(train_split=ValidationSplit(**bad)).fit(X, y)
+
+
+def test_split_follows_random_state():
+    X, y = _scaled(load_iris)
+    fits = [MTSGDMultiTaskClassifier(n_particles=2, max_epochs=2, random_state=s).fit(X, y)
+            for s in (0, 0, 1)]
+    assert fits[0].n_valid_ == 30 and fits[0].n_train_ == 120
+    np.testing.assert_array_equal(fits[0].predict_proba(X), fits[1].predict_proba(X))
+    assert fits[0].temperature_[0] == fits[1].temperature_[0] != fits[2].temperature_[0]
+
+
+# -- early stopping, restore-best, calibration through the estimators ----------------------
+
+def _valid_rows(est, X, y):
+    _, valid = est.train_split(Dataset(X, y), y, seed=est.seed_)
+    return np.asarray(valid.indices)
+
+
+def test_early_stopping_restores_the_best_epoch():
+    X, y = _scaled(load_wine)
+    clf = MTSGDMultiTaskClassifier(n_particles=3, lr=1e-2, max_epochs=200, calibration=None,
+                                   callbacks__early_stopping__patience=10,
+                                   random_state=0).fit(X, y)
+    best = clf.history[-1, "best_epoch"]
+    assert len(clf.history) < 200                             # it stopped early
+    assert len(clf.history) == best + 10
+    rows = _valid_rows(clf, X, y)
+    nll = negative_log_likelihood(y[rows], clf.predict_proba(X[rows]))
+    # the particles predicting now are the best epoch's, not the last one's
+    np.testing.assert_allclose(nll, clf.history[best - 1, "valid_loss"], rtol=1e-4)
+    assert nll <= min(clf.history[:, "valid_loss"]) * (1 + 1e-4)
+
+
+def test_temperature_is_fitted_on_the_validation_rows():
+    X, y = _scaled(load_wine)
+    raw = MTSGDMultiTaskClassifier(n_particles=3, max_epochs=30, calibration=None,
+                                   random_state=0).fit(X, y)
+    cal = clone(raw).set_params(calibration="temperature").fit(X, y)
+    rows = _valid_rows(cal, X, y)
+    np.testing.assert_array_equal(raw.temperature_, [1.0])
+    expected = fit_temperature(raw.predict_proba(X[rows]), y[rows])
+    np.testing.assert_allclose(cal.temperature_, [expected], rtol=1e-6)
+    np.testing.assert_allclose(cal.predict_proba(X),
+                               apply_temperature(raw.predict_proba(X), expected), atol=1e-9)
+    np.testing.assert_array_equal(cal.predict(X), raw.predict(X))
+    assert (negative_log_likelihood(y[rows], cal.predict_proba(X[rows]))
+            <= negative_log_likelihood(y[rows], raw.predict_proba(X[rows])))
+
+
+def test_regressor_variance_scale_widens_both_parts():
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(200, 3)).astype(np.float32)
+    y = np.column_stack([X[:, 0] + 0.3 * rng.normal(size=200), X[:, 1] ** 2])
+    raw = MTSGDRegressor(n_particles=3, max_epochs=20, calibration=None, random_state=0)
+    raw.fit(X, y)
+    cal = clone(raw).set_params(calibration="variance").fit(X, y)
+    assert cal.variance_scale_.shape == (2,) and np.all(cal.variance_scale_ > 0)
+    scale = cal.variance_scale_
+    np.testing.assert_allclose(cal.predict(X, return_std=True)[1],
+                               raw.predict(X, return_std=True)[1] * np.sqrt(scale), rtol=1e-5)
+    parts, raw_parts = cal.predict_uncertainty(X), raw.predict_uncertainty(X)
+    for k in ("aleatoric", "epistemic"):
+        np.testing.assert_allclose(parts[k], raw_parts[k] * scale, rtol=1e-5)
+
+
+def test_no_split_means_no_calibration_and_every_row():
+    X, y = _scaled(load_iris)
+    clf = MTSGDMultiTaskClassifier(n_particles=2, max_epochs=3, train_split=None,
+                                   random_state=0).fit(X, y)
+    assert clf.n_train_ == 150 and clf.n_valid_ == 0 and clf.temperature_.tolist() == [1.0]
+    assert len(clf.history) == 3 and "valid_loss" not in clf.history[-1]
+    l2e = L2ESamplerClassifier(max_epochs=4, n_draws=2, train_split=None,
+                               random_state=0).fit(X, y)
+    assert l2e.n_train_ == 150 and l2e.temperature_ == 1.0
+
+
+# -- budgets and regularisation --------------------------------------------------------------
+
+def test_auto_budget_gives_small_tables_enough_steps():
+    X, y = _scaled(load_iris)
+    clf = MTSGDMultiTaskClassifier(n_particles=2, random_state=0,
+                                   callbacks__early_stopping=None)
+    clf.set_params(batch_size=64)
+    # 120 training rows -> 2 steps per epoch -> 500 epochs (the cap) for ~1000 steps
+    assert clf._resolve_epochs(120) == 500
+    assert clf._resolve_epochs(64 * 100) == 10                # at least 10 epochs
+    assert clf._resolve_epochs(64 * 20) == 50
+    l2e = L2ESamplerClassifier()
+    assert l2e._resolve_epochs(800) == 500 // 7 + 1            # 7 steps of 128 per epoch
+
+
+def test_prior_precision_is_weight_decay_scaled_by_n():
+    X, y = _scaled(load_iris)
+    clf = MTSGDMultiTaskClassifier(n_particles=2, max_epochs=1, prior_precision=2.0,
+                                   random_state=0).fit(X, y)
+    assert {g["weight_decay"] for g in clf.optimizer_.param_groups} == {2.0 / 120}
+    reg = MTSGDRegressor(n_particles=2, max_epochs=1, optimizer__weight_decay=0.5,
+                         random_state=0).fit(X, X[:, 0])
+    assert {g["weight_decay"] for g in reg.optimizer_.param_groups} == {0.5}
+
+
+# -- quiet defaults, attributes --------------------------------------------------------------
+
+def test_default_fit_on_a_well_posed_table_is_silent():
+    X, y = _scaled(load_breast_cancer)
+    for est in (MTSGDMultiTaskClassifier(random_state=0),
+                L2ESamplerClassifier(max_epochs=30, random_state=0),
+                MTSGDRegressor(random_state=0)):
+        target = X[:, 0] * 2 + X[:, 1] if isinstance(est, MTSGDRegressor) else y
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            est.fit(X, target)
+        assert est.fit_warnings_ == []
+
+
+def test_warnings_point_at_the_users_call_and_are_kept():
+    X, y = _scaled(load_iris)
+    clf = MTSGDMultiTaskClassifier(n_particles=3, max_epochs=3, kernel="function",
+                                   head_repulsion=100.0, random_state=0)
+    with pytest.warns(UserWarning, match="repulsion outweighs") as record:
+        clf.fit(X, y)
+    assert all(w.filename == __file__ for w in record if "repulsion" in str(w.message))
+    assert any("repulsion outweighs" in m for m in clf.fit_warnings_)
+    assert pickle.loads(pickle.dumps(clf)).fit_warnings_ == clf.fit_warnings_
+
+
+def test_fitted_calibration_survives_clone_and_pickle():
+    X, y = _scaled(load_iris)
+    clf = MTSGDMultiTaskClassifier(n_particles=2, max_epochs=5, random_state=0).fit(X, y)
+    copy = pickle.loads(pickle.dumps(clf))
+    np.testing.assert_array_equal(copy.temperature_, clf.temperature_)
+    np.testing.assert_array_equal(copy.predict_proba(X), clf.predict_proba(X))
+    fresh = clone(clf)
+    assert fresh.train_split == clf.train_split and not hasattr(fresh, "temperature_")
+    assert repr(fresh) == "MTSGDMultiTaskClassifier(max_epochs=5, n_particles=2, random_state=0)"
+    assert "ValidationSplit(fraction=0.3)" in repr(
+        fresh.set_params(train_split=ValidationSplit(fraction=0.3)))
