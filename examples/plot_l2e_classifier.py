@@ -14,12 +14,10 @@ diagram), how many samples does the average need (accuracy and NLL as samples ac
 and have the chains converged (the function-space R-hat that ``fit`` checks).
 """
 
-import warnings
 
 import matplotlib.pyplot as plt
 import numpy as np
 from sklearn.datasets import load_breast_cancer
-from sklearn.exceptions import ConvergenceWarning
 from sklearn.model_selection import train_test_split
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
@@ -34,16 +32,15 @@ X_train, X_test, y_train, y_test = train_test_split(X, y, test_size=0.4, stratif
 # %%
 # Fit: a pipeline like any other
 # ------------------------------
-# 100 epochs, the first half burn-in, then 20 draws per chain at evenly spaced epochs.
-# Neural-network posteriors have many modes and chains rarely agree on every input, so
-# ``fit`` usually warns that R-hat exceeds 1.1; the warning is kept here as a number instead.
+# 100 epochs, the first half burn-in, then 20 draws per chain at evenly spaced epochs; 20 % of
+# the training rows are held out to fit the temperature of the model average. Neural-network
+# posteriors have many modes and chains rarely agree on every input, so R-hat above 1.1 is
+# normal: ``fit`` reports it in ``convergence_`` (and warns only when a chain is stuck).
 models = {}
 for sampler in ("l2e", "sghmc"):
     pipe = make_pipeline(StandardScaler(),
                          L2ESamplerClassifier(sampler=sampler, max_epochs=100, random_state=0))
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ConvergenceWarning)
-        models[sampler] = pipe.fit(X_train, y_train)
+    models[sampler] = pipe.fit(X_train, y_train)
     clf = pipe[-1]
     print(f"{sampler:6s} test accuracy {pipe.score(X_test, y_test):.3f}, NLL "
           f"{negative_log_likelihood(y_test, pipe.predict_proba(X_test)):.3f}, "

@@ -83,7 +83,7 @@ class MTSGDRegressor(RegressorMixin, MTSGDNetBase):
     prior_precision : float, default=1.0
         As in the classifier: weight decay ``prior_precision / n_train``. On by default for
         the regressor: on the panel's 32-row table it lowered the test NLL from 2.50 to 0.68
-        (standardised units) and changed the other tables by at most 0.02
+        (standardised units) and changed the other tables by at most 0.03
         (``docs/benchmarks/panel_variants.md``).
     max_epochs : int or 'auto', default='auto'
         As in the classifier (about 1000 optimiser steps, 10 to 500 epochs).

@@ -1,0 +1,119 @@
+"""Which regressor defaults? MTSGDRegressor variants on the real-data panel's regression tables.
+
+Run: ``nice -n 10 python benchmarks/bench_panel_variants.py`` (about 2 minutes per variant on
+one core; ``--variants=default,refit`` for a subset, merged into the saved results;
+``--replot`` rewrites the page). Needs the ``bench`` extra. Writes
+``docs/benchmarks/panel_variants.md`` and ``docs/benchmarks/panel_variants.json``.
+
+The tables, splits, scaling and metric of ``bench_panel.py`` (test Gaussian NLL in units of the
+training target's standard deviation, mean over outputs and seeds 0-2). Variants:
+
+* ``default``: ``MTSGDRegressor(random_state=seed)``;
+* ``refit``: the default fit, then a second fit on every training row (``train_split=None``)
+  for the epochs the first one kept (its ``best_epoch``), with the first fit's variance scales:
+  does refitting on the rows held out for validation beat keeping the split?
+* ``particles10``, ``parameter_kernel``, ``mgda``, ``lr3e-3``, ``prior0``, ``prior10``,
+  ``hidden32``: one parameter changed (10 particles; ``kernel='parameter'``;
+  ``method='mgda'``; ``lr=3e-3``; ``prior_precision=0`` and ``10``; one hidden layer of 32
+  units).
+"""
+
+import json
+import sys
+import time
+import warnings
+
+import numpy as np
+import torch
+from sklearn.pipeline import Pipeline
+from sklearn.preprocessing import StandardScaler
+
+import bench_panel as bp
+from sklmoo import MTSGDRegressor
+from sklmoo._io import atomic_write_text
+
+VARIANTS = {
+    "default": {}, "refit": {}, "particles10": dict(n_particles=10),
+    "parameter_kernel": dict(kernel="parameter"), "mgda": dict(method="mgda"),
+    "lr3e-3": dict(lr=3e-3), "prior0": dict(prior_precision=0.0),
+    "prior10": dict(prior_precision=10.0),
+    "hidden32": dict(module__hidden_units=(32,)),
+}
+OUT_JSON = bp.ROOT / "docs" / "benchmarks" / "panel_variants.json"
+OUT_MD = bp.ROOT / "docs" / "benchmarks" / "panel_variants.md"
+TABLES = [t[0] for t in bp.TABLES if t[1] == "regression"]
+
+
+def _fit(variant, seed, X, y):
+    params = VARIANTS[variant]
+    pipe = Pipeline([("scale", StandardScaler()),
+                     ("model", MTSGDRegressor(random_state=seed, **params))]).fit(X, y)
+    if variant != "refit":
+        return pipe
+    first = pipe[-1]
+    epochs = (int(first.history[-1, "best_epoch"]) if "best_epoch" in first.history[-1]
+              else len(first.history))
+    second = MTSGDRegressor(random_state=seed, train_split=None, max_epochs=max(1, epochs))
+    pipe = Pipeline([("scale", StandardScaler()), ("model", second)]).fit(X, y)
+    second.variance_scale_ = first.variance_scale_.copy()
+    second._store_recalibration(second.variance_scale_)
+    return pipe
+
+
+def run(variants):
+    results = {}
+    for variant in variants:
+        start, per_table = time.perf_counter(), {}
+        for table in TABLES:
+            X, _, y = bp.load_table(table)
+            nlls = []
+            for seed in bp.SEEDS:
+                X_tr, X_te, y_tr, y_te = bp.split_table(table, X, y, seed)
+                T = y_tr.shape[1]
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    pipe = _fit(variant, seed, X_tr, y_tr[:, 0] if T == 1 else y_tr)
+                mean, std = pipe.predict(X_te, return_std=True)
+                pred = dict(mean=np.asarray(mean).reshape(len(X_te), T),
+                            std=np.asarray(std).reshape(len(X_te), T))
+                nlls.append(bp._regression_metrics(y_te, pred, y_tr.std(0))["nll"])
+            per_table[table] = nlls
+        results[variant] = dict(nll=per_table, seconds=time.perf_counter() - start)
+        print(variant, {t: round(float(np.mean(v)), 3) for t, v in per_table.items()},
+              f"{results[variant]['seconds']:.0f} s", flush=True)
+    return results
+
+
+def write(results):
+    lines = ["# MTSGDRegressor variants on the panel's regression tables", "",
+             "`python benchmarks/bench_panel_variants.py`: test Gaussian NLL (standardised "
+             "units), mean over seeds 0-2, per table; lower is better. The tables, splits and "
+             "metric of the real-data panel; the variants are described in the script's "
+             "docstring.", "",
+             "| variant | " + " | ".join(TABLES) + " | mean | tables better than default |",
+             "|---|" + "---|" * (len(TABLES) + 2)]
+    base = results.get("default")
+    for variant in VARIANTS:
+        if variant not in results:
+            continue
+        means = [float(np.mean(results[variant]["nll"][t])) for t in TABLES]
+        better = ("" if base is None or variant == "default" else
+                  str(sum(m < float(np.mean(base["nll"][t])) for m, t in zip(means, TABLES))))
+        lines.append(f"| {variant} | " + " | ".join(f"{m:.3f}" for m in means)
+                     + f" | {np.mean(means):.3f} | {better} |")
+    atomic_write_text(OUT_MD, "\n".join(lines) + "\n")
+
+
+def main():
+    torch.set_num_threads(1)
+    saved = json.loads(OUT_JSON.read_text()) if OUT_JSON.exists() else {}
+    if "--replot" not in sys.argv:
+        arg = [a.split("=", 1)[1] for a in sys.argv[1:] if a.startswith("--variants=")]
+        variants = arg[0].split(",") if arg else list(VARIANTS)
+        saved.update(run(variants))
+        atomic_write_text(OUT_JSON, json.dumps(saved, indent=1))
+    write(saved)
+
+
+if __name__ == "__main__":
+    main()
