@@ -1,4 +1,5 @@
-"""Which regressor defaults? MTSGDRegressor variants on the real-data panel's regression tables.
+"""Which defaults? MTSGDRegressor (and a few MTSGDMultiTaskClassifier) variants on the real-data
+panel's tables.
 
 Run: ``nice -n 10 python benchmarks/bench_panel_variants.py`` (about 2 minutes per variant on
 one core; ``--variants=default,refit`` for a subset, merged into the saved results;
@@ -12,6 +13,9 @@ training target's standard deviation, mean over outputs and seeds 0-2). Variants
 * ``refit``: the default fit, then a second fit on every training row (``train_split=None``)
   for the epochs the first one kept (its ``best_epoch``), with the first fit's variance scales:
   does refitting on the rows held out for validation beat keeping the split?
+* ``nocal``: ``calibration=None`` (no variance scale);
+* ``clf_default`` / ``clf_nocal``: ``MTSGDMultiTaskClassifier`` at its defaults / with
+  ``calibration=None`` on the classification tables (test NLL of ``predict_proba``);
 * ``particles10``, ``parameter_kernel``, ``mgda``, ``lr3e-3``, ``prior0``, ``prior10``,
   ``hidden32``: one parameter changed (10 particles; ``kernel='parameter'``;
   ``method='mgda'``; ``lr=3e-3``; ``prior_precision=0`` and ``10``; one hidden layer of 32
@@ -37,11 +41,26 @@ VARIANTS = {
     "parameter_kernel": dict(kernel="parameter"), "mgda": dict(method="mgda"),
     "lr3e-3": dict(lr=3e-3), "prior0": dict(prior_precision=0.0),
     "prior10": dict(prior_precision=10.0),
-    "hidden32": dict(module__hidden_units=(32,)),
+    "hidden32": dict(module__hidden_units=(32,)), "nocal": dict(calibration=None),
+    "clf_default": {}, "clf_nocal": dict(calibration=None),
 }
 OUT_JSON = bp.ROOT / "docs" / "benchmarks" / "panel_variants.json"
 OUT_MD = bp.ROOT / "docs" / "benchmarks" / "panel_variants.md"
 TABLES = [t[0] for t in bp.TABLES if t[1] == "regression"]
+CLF_TABLES = [t[0] for t in bp.TABLES if t[1] == "classification"]
+
+
+def _classifier_nll(variant, seed, table, X, y):
+    from sklmoo import MTSGDMultiTaskClassifier
+    X_tr, X_te, y_tr, y_te = bp.split_table(table, X, y, seed)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        pipe = Pipeline([("scale", StandardScaler()),
+                         ("model", MTSGDMultiTaskClassifier(random_state=seed,
+                                                            **VARIANTS[variant]))]).fit(X_tr, y_tr)
+    proba = pipe.predict_proba(X_te)
+    rows = np.searchsorted(pipe[-1].classes_, y_te)
+    return float(-np.mean(np.log(np.clip(proba[np.arange(len(y_te)), rows], 1e-15, 1))))
 
 
 def _fit(variant, seed, X, y):
@@ -64,8 +83,11 @@ def run(variants):
     results = {}
     for variant in variants:
         start, per_table = time.perf_counter(), {}
-        for table in TABLES:
+        for table in (CLF_TABLES if variant.startswith("clf_") else TABLES):
             X, _, y = bp.load_table(table)
+            if variant.startswith("clf_"):
+                per_table[table] = [_classifier_nll(variant, s, table, X, y) for s in bp.SEEDS]
+                continue
             nlls = []
             for seed in bp.SEEDS:
                 X_tr, X_te, y_tr, y_te = bp.split_table(table, X, y, seed)
@@ -92,15 +114,23 @@ def write(results):
              "docstring.", "",
              "| variant | " + " | ".join(TABLES) + " | mean | tables better than default |",
              "|---|" + "---|" * (len(TABLES) + 2)]
-    base = results.get("default")
-    for variant in VARIANTS:
-        if variant not in results:
-            continue
-        means = [float(np.mean(results[variant]["nll"][t])) for t in TABLES]
-        better = ("" if base is None or variant == "default" else
-                  str(sum(m < float(np.mean(base["nll"][t])) for m, t in zip(means, TABLES))))
-        lines.append(f"| {variant} | " + " | ".join(f"{m:.3f}" for m in means)
-                     + f" | {np.mean(means):.3f} | {better} |")
+    def table(tables, names, base_name):
+        base = results.get(base_name)
+        for variant in names:
+            if variant not in results:
+                continue
+            means = [float(np.mean(results[variant]["nll"][t])) for t in tables]
+            better = ("" if base is None or variant == base_name else
+                      str(sum(m < float(np.mean(base["nll"][t])) for m, t in zip(means, tables))))
+            lines.append(f"| {variant} | " + " | ".join(f"{m:.3f}" for m in means)
+                         + f" | {np.mean(means):.3f} | {better} |")
+
+    table(TABLES, [v for v in VARIANTS if not v.startswith("clf_")], "default")
+    if any(v in results for v in ("clf_default", "clf_nocal")):
+        lines += ["", "MTSGDMultiTaskClassifier, test NLL on the classification tables:", "",
+                  "| variant | " + " | ".join(CLF_TABLES) + " | mean | tables better than "
+                  "clf_default |", "|---|" + "---|" * (len(CLF_TABLES) + 2)]
+        table(CLF_TABLES, ["clf_default", "clf_nocal"], "clf_default")
     atomic_write_text(OUT_MD, "\n".join(lines) + "\n")
 
 
