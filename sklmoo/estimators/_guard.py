@@ -9,7 +9,7 @@ import torch
 from sklearn.exceptions import NotFittedError
 from sklearn.utils.validation import validate_data
 
-from ._validation import RestoreBestEarlyStopping, ValidationSplit, user_stacklevel
+from ._validation import ValidationSplit, user_stacklevel
 
 #: an epoch's mean training loss above this multiple of the first batch's (or of 1) = divergence
 DIVERGENCE_FACTOR = 1e3
@@ -229,13 +229,10 @@ class SklmooNetMixin:
         KeyboardInterrupt too)."""
         from skorch.callbacks import EarlyStopping
 
-        for _, cb in getattr(self, "callbacks_", []):
-            if isinstance(cb, RestoreBestEarlyStopping):
-                if getattr(cb, "stopped_", False):
-                    return True
-            elif isinstance(cb, EarlyStopping) and cb.misses_ >= cb.patience:
-                return True
-        return False
+        # RestoreBestEarlyStopping resolves patience='auto' into patience_ at the start of a fit
+        return any(isinstance(cb, EarlyStopping)
+                   and cb.misses_ >= getattr(cb, "patience_", cb.patience)
+                   for _, cb in getattr(self, "callbacks_", []))
 
     # -- budgets, the validation split and warnings --------------------------------------------
 
@@ -243,10 +240,20 @@ class SklmooNetMixin:
     _auto_steps = 1000
     _auto_epoch_bounds = (10, 500)
 
-    def _check_max_epochs(self):
-        if isinstance(self.max_epochs, str) and self.max_epochs == "auto":
-            return
-        self._check_int("max_epochs")
+    #: the calibration values this estimator offers (besides None: off)
+    _calibrations = ()
+
+    def _check_default_params(self):
+        """The parameters every estimator shares for its budget and its validation split:
+        ``max_epochs`` (an integer >= 1 or 'auto'), ``calibration`` and a
+        :class:`~sklmoo.estimators.ValidationSplit`'s settings."""
+        if not (isinstance(self.max_epochs, str) and self.max_epochs == "auto"):
+            self._check_int("max_epochs")
+        if self.calibration is not None and self.calibration not in self._calibrations:
+            raise ValueError(f"calibration must be one of {self._calibrations} or None, "
+                             f"got {self.calibration!r}")
+        if isinstance(self.train_split, ValidationSplit):
+            self.train_split.check()
 
     def _resolve_epochs(self, n_train):
         """``max_epochs_``: ``max_epochs``, or with 'auto' the epochs that give about

@@ -214,6 +214,7 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
     #: ``max_epochs='auto'``: about this many sampler steps (see the class docstring)
     _auto_steps = 500
     _auto_epoch_bounds = (20, 500)
+    _calibrations = ("temperature",)
 
     # -- scikit-learn boundary -------------------------------------------------------------
 
@@ -249,12 +250,7 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
                              f"{self.sample_dtype!r}")
         for name in ("n_chains", "n_draws", "n_cycles"):
             self._check_int(name)
-        self._check_max_epochs()
-        if self.calibration not in (None, "temperature"):
-            raise ValueError(f"calibration must be 'temperature' or None, got "
-                             f"{self.calibration!r}")
-        if isinstance(self.train_split, ValidationSplit):
-            self.train_split.check()
+        self._check_default_params()
         self._check_int("burn_in", low=0, allow_none=True)
         self._check_int("n_data", allow_none=True)
         if self.batch_size != -1:
@@ -376,7 +372,7 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
         batch = n_train if self.batch_size == -1 else min(self.batch_size, n_train)
         steps_per_epoch = math.ceil(n_train / batch)
         epochs = self._resolve_epochs(n_train)
-        if self.burn_in is not None and self.burn_in >= epochs:
+        if not continuing and self.burn_in is not None and self.burn_in >= epochs:
             raise ValueError(f"burn_in={self.burn_in} leaves none of the {epochs} epochs of "
                              f"max_epochs={self.max_epochs!r} to collect samples")
         self.optimizer_.set_sampler(self._make_sampler(meta, n_train, epochs * steps_per_epoch))

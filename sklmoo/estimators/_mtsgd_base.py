@@ -17,7 +17,7 @@ from ..nn import (METHODS, FunctionSpace, MultiTaskParticleNet, make_update_rule
                   member_factory, multitask_particle_step)
 from ..samplers import TASK_NORMALIZATIONS, LinearScalarization, PrecomputedKernel, RBFKernel
 from ._guard import SklmooNetMixin
-from ._validation import RestoreBestEarlyStopping, ValidationSplit
+from ._validation import RestoreBestEarlyStopping
 
 
 class MTSGDNetBase(SklmooNetMixin, NeuralNet):
@@ -33,8 +33,6 @@ class MTSGDNetBase(SklmooNetMixin, NeuralNet):
     """
 
     _member_kind = "particle"
-    #: the calibration values this estimator offers (None: off)
-    _calibrations = ()
     #: the task_normalization values this estimator's losses allow
     _task_normalizations = TASK_NORMALIZATIONS
 
@@ -61,14 +59,9 @@ class MTSGDNetBase(SklmooNetMixin, NeuralNet):
             raise ValueError(f"smooth_drive must be True or False, got {self.smooth_drive!r}")
         for name, low in (("warmup_epochs", 0), ("n_particles", 1)):
             self._check_int(name, low=low)
-        self._check_max_epochs()
+        self._check_default_params()
         self._check_number("lr", strict=True)
         self._check_number("prior_precision")
-        if self.calibration is not None and self.calibration not in self._calibrations:
-            raise ValueError(f"calibration must be one of {self._calibrations} or None, "
-                             f"got {self.calibration!r}")
-        if isinstance(self.train_split, ValidationSplit):
-            self.train_split.check()
         if self.batch_size != -1:
             self._check_int("batch_size")
         for name in ("repulsion", "head_repulsion"):

@@ -179,7 +179,6 @@ class RestoreBestEarlyStopping(EarlyStopping):
 
     def on_train_begin(self, net, **kwargs):
         super().on_train_begin(net, **kwargs)
-        self.stopped_ = False
         budget = getattr(net, "max_epochs_", None) or net.max_epochs
         self.patience_ = (max(5, math.ceil(budget / 5)) if self.patience == "auto"
                           else self.patience)
@@ -200,7 +199,6 @@ class RestoreBestEarlyStopping(EarlyStopping):
             self.misses_ += 1
         net.history.record("best_epoch", self.best_epoch_)
         if self.misses_ >= self.patience_:
-            self.stopped_ = True
             if net.verbose:
                 self._sink(f"Stopping since {self.monitor} has not improved in the last "
                            f"{self.patience_} epochs.", verbose=net.verbose)
