@@ -141,12 +141,16 @@ def test_single_particle_mtsgd_equals_mgda(digits, kernel):
         np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
 
 
-def test_single_task_trunk_update_is_svgd(digits):
+@pytest.mark.parametrize("smooth_drive", [True, False])
+def test_single_task_trunk_update_is_svgd(digits, smooth_drive):
+    """T = 1: the trunk step is SVGD's (smooth_drive=True, the kernel-averaged scores) or each
+    particle's own gradient plus SVGD's repulsion (smooth_drive=False)."""
     X, y, _, _ = digits
     X, y1 = X[:64], y[:64, :1]
     est = _small(n_particles=4, optimizer=torch.optim.SGD, lr=0.5, batch_size=64,
                  max_epochs=1, iterator_train__shuffle=False, head_repulsion=0.0, repulsion=0.3,
-                 kernel="parameter", train_split=None, prior_precision=0.0)
+                 kernel="parameter", train_split=None, prior_precision=0.0,
+                 smooth_drive=smooth_drive)
     est.fit(X, y1)  # one full-batch step from the initial particles
     # rebuild the initial particles exactly as fit does, then take the SVGD step by hand
     ref = clone(est)
@@ -160,7 +164,11 @@ def test_single_task_trunk_update_is_svgd(digits):
                                              target[:, None].expand(-1, 4), reduction="none")
     grads = torch.autograd.grad(loss.mean(0).sum(), params)
     theta = flatten_particles(params).detach()
-    phi, _ = SVGD(repulsion=0.3).direction(theta, -flatten_particles(grads)[None])
+    scores = -flatten_particles(grads)
+    phi, _ = SVGD(repulsion=0.3).direction(theta, scores[None])
+    if not smooth_drive:      # own score + the same repulsion
+        no_drive, _ = SVGD(repulsion=0.3).direction(theta, torch.zeros_like(scores)[None])
+        phi = scores + no_drive
     after = flatten_particles(est.module_.trunk.member_parameters()).detach()
     torch.testing.assert_close(after, theta + 0.5 * phi, rtol=1e-4, atol=1e-6)
 

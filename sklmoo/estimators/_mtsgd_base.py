@@ -265,7 +265,8 @@ class MTSGDNetBase(SklmooNetMixin, NeuralNet):
         self.rules_ = make_update_rules(self.method, trunk_kernel, self.repulsion,
                                         self.head_repulsion, head_kernel=head_kernel,
                                         task_normalization=self.task_normalization,
-                                        normalize_drive=self.normalize_drive)
+                                        normalize_drive=self.normalize_drive,
+                                        smooth_drive=self.smooth_drive)
         m, t = self.n_particles, self.n_tasks_
         # particle i's task weights, spread over the simplex (one-hot corners first)
         grid = (np.arange(m)[:, None] + np.arange(t)[None, :] * max(1, m // t)) % m

@@ -59,10 +59,14 @@ class MTSGDMultiTaskClassifier(ClassifierMixin, MTSGDNetBase):
         'function' when the ensemble itself is overconfident (a positive signed confidence -
         accuracy gap), where more diversity can help.
     smooth_drive : bool, default=False
-        With ``kernel='function'``: whether the drive is the kernel-weighted average of all
-        particles' scores (SVGD's form) or each particle's own score (the kernel then only sets
-        the repulsion; MT-SGD's U is then the Gram matrix of the directions in L2 over the
-        particles). The parameter kernel always smooths (it is then nearly the identity).
+        Whether each particle's drive is the kernel-weighted average of all particles' scores
+        (SVGD's form, the paper's exact MT-SGD) or its own score (the kernel then only sets the
+        repulsion; MT-SGD's U is then the Gram matrix of the directions in L2 over the
+        particles), for the trunks and the heads, with either kernel. With the median
+        bandwidth every other particle weighs about 1/(M+1) of a particle's own score in the
+        smoothed drive: the particles partly follow each other's gradients (on the unequal-task
+        problems of ``docs/benchmarks/unequal_tasks.md`` the mean NLL stayed within 0.006 of
+        the independent ensemble's, single seeds moved by up to 0.03 either way).
     bandwidth : 'median' or float, default='median'
         RBF kernel length scale (median heuristic by default) on parameters or outputs.
     repulsion : float, default=1e-3

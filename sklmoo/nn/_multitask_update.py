@@ -16,14 +16,16 @@ from ._function_kernel import function_space_terms
 
 
 def make_update_rules(method, kernel, repulsion, head_repulsion, head_kernel=None,
-                      task_normalization="none", normalize_drive=True):
+                      task_normalization="none", normalize_drive=True, smooth_drive=True):
     """``(trunk_rule, head_rule)`` for a method name (``head_kernel`` defaults to ``kernel``).
 
     ``task_normalization`` rescales each particle's per-task trunk score before the trunk rule
     weighs the tasks (:func:`~sklmoo.samplers.normalize_task_scores`; ``'l2'`` is the MT-SGD
     authors' unit norm); ``normalize_drive=False`` takes only the task weights from the rescaled
     scores and moves the trunks along the unscaled ones. The heads, one task each, are never
-    rescaled.
+    rescaled. ``smooth_drive=False`` moves every particle (trunk and heads of the kernel rules)
+    along its own scores instead of their kernel-weighted average; the kernel then only sets
+    the repulsion.
 
     * ``'mtsgd'``: trunk by MT-SGD over the T task posteriors (Eq. 7), heads by SVGD (Eq. 9);
     * ``'moo_svgd'``: trunk by MOO-SVGD, heads by SVGD;
@@ -40,13 +42,16 @@ def make_update_rules(method, kernel, repulsion, head_repulsion, head_kernel=Non
     ('MTSGD', 'SVGD')
     """
     head_kernel = kernel if head_kernel is None else head_kernel
-    norm = dict(task_normalization=task_normalization, normalize_drive=normalize_drive)
+    norm = dict(task_normalization=task_normalization, normalize_drive=normalize_drive,
+                smooth_drive=smooth_drive)
+    head = SVGD(head_kernel, head_repulsion, smooth_drive=smooth_drive)
     if method == "mtsgd":
-        return MTSGD(kernel, repulsion, **norm), SVGD(head_kernel, head_repulsion)
+        return MTSGD(kernel, repulsion, **norm), head
     if method == "moo_svgd":
-        return MOOSVGD(kernel, repulsion, **norm), SVGD(head_kernel, head_repulsion)
+        return MOOSVGD(kernel, repulsion, **norm), head
     if method == "mgda":
-        return MGDA(**norm), LinearScalarization()
+        return (MGDA(task_normalization=task_normalization, normalize_drive=normalize_drive),
+                LinearScalarization())
     if method == "linear":
         # fixed weights: a rescaling can only change the drive, so without normalize_drive
         # 'linear' stays the plain independent ensemble whatever task_normalization says

@@ -5,7 +5,7 @@ log-densities at each particle -- to a velocity field ``phi`` (M, d) that the ca
 (``theta <- theta + eps * phi``, or hands ``-phi`` to an optimiser as a gradient).
 """
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Optional
 
 import torch
@@ -211,18 +211,31 @@ def stein_gram(terms, scores, repulsion=1.0):
 
 class _KernelRule:
     def __init__(self, kernel=None, repulsion=1.0, task_normalization="none",
-                 normalize_drive=True):
+                 normalize_drive=True, smooth_drive=True):
         self.kernel = RBFKernel() if kernel is None else kernel
         self.repulsion = float(repulsion)
         self.task_normalization = _check_task_normalization(task_normalization)
         self.normalize_drive = bool(normalize_drive)
+        self.smooth_drive = bool(smooth_drive)
 
     def __repr__(self):
         extra = ("" if self.task_normalization == "none"
                  else f", task_normalization={self.task_normalization!r}")
         extra += "" if self.normalize_drive else ", normalize_drive=False"
+        extra += "" if self.smooth_drive else ", smooth_drive=False"
         return (f"{type(self).__name__}(kernel={self.kernel!r}, repulsion={self.repulsion}"
                 f"{extra})")
+
+    def _stein_terms(self, particles, scores, log_densities, trace=True):
+        """The kernel's Stein terms; without ``smooth_drive`` the matrix that weighs the
+        particles' scores in the drive (and in U) is :math:`MI`: each particle follows its own
+        score and the kernel only sets the repulsion."""
+        terms = self.kernel.stein_terms(particles, scores, log_densities, trace=trace)
+        if self.smooth_drive:
+            return terms
+        m = particles.shape[0]
+        return replace(terms, matrix=m * torch.eye(m, dtype=terms.matrix.dtype,
+                                                   device=terms.matrix.device))
 
 
 class MTSGD(_KernelRule):
@@ -258,6 +271,14 @@ class MTSGD(_KernelRule):
         come from them and the drive is :math:`\sum_k w_k` times the *unscaled* Stein
         directions (MGDA-UB's use of its normalisations: a task whose gradient has vanished
         because it is fitted, or overfitted, stops driving the particles).
+    smooth_drive : bool, default=True
+        Whether the drive at particle b is the kernel-weighted average
+        :math:`\frac1M\sum_a k_{ab} s(\theta_a)` (SVGD's form, exact MT-SGD) or b's own score
+        :math:`s(\theta_b)` (the kernel matrix replaced by :math:`MI`: the kernel then only sets
+        the repulsion, and U is the Gram matrix of the directions in :math:`L^2` over the
+        particles, for which Lemma 1 holds in the same form). With the median bandwidth every
+        other particle weighs about :math:`1/(M+1)` of a particle's own score in the smoothed
+        drive.
 
     Notes
     -----
@@ -286,7 +307,7 @@ class MTSGD(_KernelRule):
         particles, scores = _check_inputs(particles, scores)
         # the kernel sees the true scores (a log-density kernel's Jacobian), U and the drive
         # the rescaled ones
-        terms = self.kernel.stein_terms(particles, scores, log_densities)
+        terms = self._stein_terms(particles, scores, log_densities)
         raw, scores = scores, normalize_task_scores(scores, self.task_normalization,
                                                     log_densities)
         gram, kernel_scores = stein_gram(terms, scores, self.repulsion)
@@ -404,7 +425,7 @@ class MOOSVGD(_KernelRule):
         the loss-based ``task_normalization``.
         """
         particles, scores = _check_inputs(particles, scores)
-        terms = self.kernel.stein_terms(particles, scores, log_densities, trace=False)
+        terms = self._stein_terms(particles, scores, log_densities, trace=False)
         raw, scores = scores, normalize_task_scores(scores, self.task_normalization,
                                                     log_densities)
         combined, grams, weights = _per_particle_min_norm(scores)
