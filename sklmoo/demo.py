@@ -28,6 +28,8 @@ STUDY_CONFIGS = (
     ("linear", dict(method="linear")),
     ("mgda", dict(method="mgda")),
     ("mtsgd / parameter", dict(method="mtsgd", kernel="parameter")),
+    ("mtsgd / parameter, smoothed", dict(method="mtsgd", kernel="parameter",
+                                         smooth_drive=True)),
     ("moo_svgd / parameter", dict(method="moo_svgd", kernel="parameter")),
     ("mtsgd / function", dict(method="mtsgd", kernel="function")),
     ("moo_svgd / function", dict(method="moo_svgd", kernel="function")),
