@@ -53,9 +53,10 @@ class MTSGDMultiTaskClassifier(ClassifierMixin, MTSGDNetBase):
         bandwidth its repulsion is ~0.1 % of the drive and the particles behave almost as an
         independent ensemble. Why 'parameter' is the default (``docs/benchmarks/
         multi_digits.md``, two regimes, 3 seeds): the averaged ensembles were underconfident in
-        both, the extra diversity of the function kernel made them more so (NLL and ECE no
-        better than an independent ensemble) at 3-4x the time per epoch, while the parameter
-        kernel cost 1.4-1.8x and was within noise of the independent ensemble. Choose
+        both, the extra diversity of the function kernel gave no better NLL or ECE than an
+        independent ensemble at about 3x the time per epoch, while the parameter kernel cost
+        1.4-1.6x, tied the independent ensemble's NLL and separated rotated test images
+        slightly better. Choose
         'function' when the ensemble itself is overconfident (a positive signed confidence -
         accuracy gap), where more diversity can help.
     smooth_drive : bool, default=False
