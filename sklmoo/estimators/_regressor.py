@@ -55,7 +55,10 @@ class MTSGDRegressor(RegressorMixin, MTSGDNetBase):
         default is 'function': on the SARCOS stand-in (``docs/benchmarks/regression.md``, 3
         seeds) it lowered MT-SGD's average error from 0.023 to 0.020 in every seed (and its
         NLL), level with per-particle MGDA, at 1.5x the time per fit; the parameter kernel's
-        repulsion is negligible and its smoothed head drive blurs the particles' fits.
+        repulsion is negligible (that study ran it with the kernel-smoothed drive,
+        ``smooth_drive=True``, which blurred the particles' fits; on the real-data panel the
+        parameter kernel with the default own-gradient drive is within 0.01 NLL of the function
+        kernel on every table, ``docs/benchmarks/panel_variants.md``).
     smooth_drive, bandwidth, repulsion, head_repulsion, warmup_epochs, input_shape
         As in :class:`~sklmoo.MTSGDMultiTaskClassifier`.
     task_normalization : {'none', 'l2'}, default='none'
