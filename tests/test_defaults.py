@@ -64,6 +64,36 @@ def test_temperature_of_a_handful_of_rows_stays_moderate():
     assert 1 < t < 5
 
 
+def test_temperature_prior_centre_shrinks_small_samples_towards_it():
+    # rows that say nothing about the temperature (uniform probabilities) leave the prior's
+    # centre; hundreds of informative rows override it
+    uniform = np.full((4, 3), 1 / 3)
+    assert fit_temperature(uniform, np.array([0, 1, 2, 0]), prior_center=0.85) == \
+        pytest.approx(0.85, rel=1e-3)
+    assert fit_temperature(uniform, np.array([-1, -1, -1, -1]), prior_center=0.85) == 0.85
+    rng = np.random.default_rng(0)
+    logits = rng.normal(size=(2000, 3)) * 3
+    proba = np.exp(logits) / np.exp(logits).sum(1, keepdims=True)
+    y = np.array([rng.choice(3, p=p) for p in proba])
+    t1, t085 = (fit_temperature(proba, y, prior_center=c) for c in (1.0, 0.85))
+    assert abs(t1 - 1) < 0.1 and abs(t085 - t1) < 0.01
+
+
+def test_l2e_temperature_is_fitted_on_the_validation_rows_with_its_prior():
+    from sklmoo.estimators._l2e_classifier import TEMPERATURE_PRIOR_CENTER
+    X, y = _scaled(load_iris)
+    raw = L2ESamplerClassifier(max_epochs=20, n_draws=4, calibration=None,
+                               random_state=0).fit(X, y)
+    cal = clone(raw).set_params(calibration="temperature").fit(X, y)
+    rows = _valid_rows(cal, X, y)
+    expected = fit_temperature(raw.predict_proba(X[rows]), y[rows],
+                               prior_center=TEMPERATURE_PRIOR_CENTER)
+    assert raw.temperature_ == 1.0
+    np.testing.assert_allclose(cal.temperature_, expected, rtol=1e-6)
+    np.testing.assert_allclose(cal.predict_proba(X),
+                               apply_temperature(raw.predict_proba(X), expected), atol=1e-9)
+
+
 # -- the validation split --------------------------------------------------------------------
 
 def test_validation_split_is_stratified_and_reproducible():

@@ -36,15 +36,16 @@ def _minimise(objective):
     return float(np.exp(res.x))
 
 
-def fit_temperature(proba, codes):
+def fit_temperature(proba, codes, prior_center=1.0):
     """The temperature that minimises the NLL of ``apply_temperature(proba, T)`` on the labels
-    ``codes`` (integer column indices, -1 = missing), plus the prior on log T. 1.0 when no
-    row is labelled."""
+    ``codes`` (integer column indices, -1 = missing), plus the prior on log T, a normal
+    distribution centred at ``log(prior_center)``. ``prior_center`` when no row is labelled."""
     proba = np.asarray(proba, dtype=np.float64)
     codes = np.asarray(codes)
     rows = codes >= 0
+    center = float(np.log(prior_center))
     if not rows.any():
-        return 1.0
+        return float(prior_center)
     logp = np.log(np.maximum(proba[rows], _TINY))
     logp -= logp.max(axis=1, keepdims=True)
     idx = codes[rows].astype(np.int64)
@@ -53,7 +54,7 @@ def fit_temperature(proba, codes):
         z = logp / np.exp(log_t)
         lse = np.log(np.exp(z - z.max(axis=1, keepdims=True)).sum(axis=1)) + z.max(axis=1)
         nll = np.sum(lse - z[np.arange(len(idx)), idx])
-        return nll + 0.5 * (log_t / PRIOR_SCALE) ** 2
+        return nll + 0.5 * ((log_t - center) / PRIOR_SCALE) ** 2
 
     return _minimise(objective)
 
