@@ -13,6 +13,7 @@ from skorch.dataset import Dataset
 
 from sklmoo import L2ESamplerClassifier, MTSGDMultiTaskClassifier, MTSGDRegressor
 from sklmoo.estimators import ValidationSplit
+from sklmoo.estimators._l2e_classifier import TEMPERATURE_PRIOR_CENTER
 from sklmoo.metrics import gaussian_nll, negative_log_likelihood
 from sklmoo.metrics._recalibration import (apply_temperature, fit_temperature,
                                            fit_variance_scale)
@@ -79,21 +80,6 @@ def test_temperature_prior_centre_shrinks_small_samples_towards_it():
     assert abs(t1 - 1) < 0.1 and abs(t085 - t1) < 0.01
 
 
-def test_l2e_temperature_is_fitted_on_the_validation_rows_with_its_prior():
-    from sklmoo.estimators._l2e_classifier import TEMPERATURE_PRIOR_CENTER
-    X, y = _scaled(load_iris)
-    raw = L2ESamplerClassifier(max_epochs=20, n_draws=4, calibration=None,
-                               random_state=0).fit(X, y)
-    cal = clone(raw).set_params(calibration="temperature").fit(X, y)
-    rows = _valid_rows(cal, X, y)
-    expected = fit_temperature(raw.predict_proba(X[rows]), y[rows],
-                               prior_center=TEMPERATURE_PRIOR_CENTER)
-    assert raw.temperature_ == 1.0
-    np.testing.assert_allclose(cal.temperature_, expected, rtol=1e-6)
-    np.testing.assert_allclose(cal.predict_proba(X),
-                               apply_temperature(raw.predict_proba(X), expected), atol=1e-9)
-
-
 # -- the validation split --------------------------------------------------------------------
 
 def test_validation_split_is_stratified_and_reproducible():
@@ -156,20 +142,27 @@ def test_early_stopping_restores_the_best_epoch():
     assert nll <= min(clf.history[:, "valid_loss"]) * (1 + 1e-4)
 
 
-def test_temperature_is_fitted_on_the_validation_rows():
-    X, y = _scaled(load_wine)
-    raw = MTSGDMultiTaskClassifier(n_particles=3, max_epochs=30, calibration=None,
-                                   random_state=0).fit(X, y)
+@pytest.mark.parametrize("make, load, center", [
+    (lambda: MTSGDMultiTaskClassifier(n_particles=3, max_epochs=30, random_state=0),
+     load_wine, 1.0),
+    # L2E: the prior on its temperature is centred below 1 (its average is underconfident)
+    (lambda: L2ESamplerClassifier(max_epochs=20, n_draws=4, random_state=0), load_iris,
+     TEMPERATURE_PRIOR_CENTER)])
+def test_temperature_is_fitted_on_the_validation_rows(make, load, center):
+    X, y = _scaled(load)
+    raw = make().set_params(calibration=None).fit(X, y)
     cal = clone(raw).set_params(calibration="temperature").fit(X, y)
     rows = _valid_rows(cal, X, y)
-    np.testing.assert_array_equal(raw.temperature_, [1.0])
-    expected = fit_temperature(raw.predict_proba(X[rows]), y[rows])
-    np.testing.assert_allclose(cal.temperature_, [expected], rtol=1e-6)
+    np.testing.assert_array_equal(raw.temperature_, np.ones_like(cal.temperature_))
+    expected = fit_temperature(raw.predict_proba(X[rows]), y[rows], prior_center=center)
+    np.testing.assert_allclose(cal.temperature_, np.full_like(cal.temperature_, expected),
+                               rtol=1e-6)
     np.testing.assert_allclose(cal.predict_proba(X),
                                apply_temperature(raw.predict_proba(X), expected), atol=1e-9)
     np.testing.assert_array_equal(cal.predict(X), raw.predict(X))
-    assert (negative_log_likelihood(y[rows], cal.predict_proba(X[rows]))
-            <= negative_log_likelihood(y[rows], raw.predict_proba(X[rows])))
+    if center == 1.0:   # a prior centred at T = 1 can only lower the held-out NLL
+        assert (negative_log_likelihood(y[rows], cal.predict_proba(X[rows]))
+                <= negative_log_likelihood(y[rows], raw.predict_proba(X[rows])))
 
 
 def test_regressor_variance_scale_widens_both_parts():

@@ -42,16 +42,14 @@ def make_update_rules(method, kernel, repulsion, head_repulsion, head_kernel=Non
     ('MTSGD', 'SVGD')
     """
     head_kernel = kernel if head_kernel is None else head_kernel
-    norm = dict(task_normalization=task_normalization, normalize_drive=normalize_drive,
-                smooth_drive=smooth_drive)
+    norm = dict(task_normalization=task_normalization, normalize_drive=normalize_drive)
     head = SVGD(head_kernel, head_repulsion, smooth_drive=smooth_drive)
     if method == "mtsgd":
-        return MTSGD(kernel, repulsion, **norm), head
+        return MTSGD(kernel, repulsion, smooth_drive=smooth_drive, **norm), head
     if method == "moo_svgd":
-        return MOOSVGD(kernel, repulsion, **norm), head
+        return MOOSVGD(kernel, repulsion, smooth_drive=smooth_drive, **norm), head
     if method == "mgda":
-        return (MGDA(task_normalization=task_normalization, normalize_drive=normalize_drive),
-                LinearScalarization())
+        return MGDA(**norm), LinearScalarization()
     if method == "linear":
         # fixed weights: a rescaling can only change the drive, so without normalize_drive
         # 'linear' stays the plain independent ensemble whatever task_normalization says
