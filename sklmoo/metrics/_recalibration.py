@@ -59,10 +59,15 @@ def fit_temperature(proba, codes, prior_center=1.0):
     return _minimise(objective)
 
 
-def fit_variance_scale(y, mean, std):
+def fit_variance_scale(y, mean, std, narrowing_margin=0.0):
     """The factor ``s`` on the variance (``std * sqrt(s)``) that minimises the Gaussian NLL of
     ``y`` (n,) under ``N(mean, s * std**2)``, plus the prior on log s; NaN targets are left
-    out. 1.0 when no target is observed."""
+    out. 1.0 when no target is observed.
+
+    ``narrowing_margin`` (in standard errors of log s, about ``sqrt(2 / n)`` for n rows): a
+    factor below 1 is applied only as far as it lies beyond that margin,
+    ``min(1, s * exp(margin * sqrt(2 / n)))``; widening is never held back. 0 (the default)
+    returns the fitted factor as is."""
     y, mean, std = (np.asarray(a, dtype=np.float64) for a in (y, mean, std))
     rows = ~np.isnan(y)
     if not rows.any():
@@ -74,4 +79,7 @@ def fit_variance_scale(y, mean, std):
         # the terms that depend on s: 0.5 * sum(log s + z^2 / s)
         return 0.5 * (n * log_s + np.sum(z2) * np.exp(-log_s)) + 0.5 * (log_s / PRIOR_SCALE) ** 2
 
-    return _minimise(objective)
+    s = _minimise(objective)
+    if s < 1.0 and narrowing_margin > 0:
+        s = min(1.0, s * float(np.exp(narrowing_margin * np.sqrt(2.0 / n))))
+    return s
