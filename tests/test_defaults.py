@@ -75,6 +75,21 @@ def test_variance_narrowing_needs_evidence_beyond_the_margin_but_widening_does_n
         y, mean, too_narrow = case(n, 1 / 3)
         assert (fit_variance_scale(y, mean, too_narrow, narrowing_margin=2.0)
                 == fit_variance_scale(y, mean, too_narrow) > 1)
+    # a mild narrowing from 20 rows is not shown: the intervals stay as they were
+    noise = rng.normal(size=20)
+    mean = rng.normal(size=20)
+    y = mean + noise / np.sqrt(np.mean(noise ** 2))             # residuals of variance 1 exactly
+    slightly_wide = np.full(20, np.sqrt(1.3))
+    assert fit_variance_scale(y, mean, slightly_wide) < 1
+    assert fit_variance_scale(y, mean, slightly_wide, narrowing_margin=2.0) == 1.0
+    # the margin counts the observed rows of the output, not the NaN ones
+    y, mean, too_wide = case(40, 3.0)
+    y_missing = np.concatenate([y, np.full(40, np.nan)])
+    mean2, wide2 = np.concatenate([mean, mean]), np.concatenate([too_wide, too_wide])
+    assert (fit_variance_scale(y_missing, mean2, wide2, narrowing_margin=2.0)
+            == fit_variance_scale(y, mean, too_wide, narrowing_margin=2.0) < 1)
+    with pytest.raises(ValueError, match="narrowing_margin"):
+        fit_variance_scale(y, mean, too_wide, narrowing_margin=-1.0)
     # 2000 rows prove the narrowing: it is applied within 7 % of the fitted factor and still
     # lowers the held-out NLL
     assert held < 1 / 3 * 1.2
@@ -191,7 +206,7 @@ def test_temperature_is_fitted_on_the_validation_rows(make, load, center):
                 <= negative_log_likelihood(y[rows], raw.predict_proba(X[rows])))
 
 
-def test_regressor_variance_scale_widens_both_parts():
+def test_regressor_variance_scale_scales_both_parts_as_fitted_on_the_validation_rows():
     rng = np.random.default_rng(0)
     X = rng.normal(size=(200, 3)).astype(np.float32)
     y = np.column_stack([X[:, 0] + 0.3 * rng.normal(size=200), X[:, 1] ** 2])

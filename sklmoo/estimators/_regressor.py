@@ -126,7 +126,9 @@ class MTSGDRegressor(RegressorMixin, MTSGDNetBase):
     history : skorch History
         As in the classifier: the QP's per-output weights and the repulsion / drive ratios.
     variance_scale_ : ndarray of shape (n_outputs,)
-        The fitted factors on the predictive variance (above 1: the intervals were too narrow).
+        The applied factors on the predictive variance (above 1: the intervals were too narrow;
+        a fitted factor below 1 is stored as held back by the margin described under
+        ``calibration``).
     max_epochs_, n_train_, n_valid_, fit_warnings_
         As in the classifier.
 

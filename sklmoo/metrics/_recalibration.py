@@ -68,6 +68,8 @@ def fit_variance_scale(y, mean, std, narrowing_margin=0.0):
     factor below 1 is applied only as far as it lies beyond that margin,
     ``min(1, s * exp(margin * sqrt(2 / n)))``; widening is never held back. 0 (the default)
     returns the fitted factor as is."""
+    if not narrowing_margin >= 0:
+        raise ValueError(f"narrowing_margin must be >= 0, got {narrowing_margin!r}")
     y, mean, std = (np.asarray(a, dtype=np.float64) for a in (y, mean, std))
     rows = ~np.isnan(y)
     if not rows.any():
@@ -80,6 +82,6 @@ def fit_variance_scale(y, mean, std, narrowing_margin=0.0):
         return 0.5 * (n * log_s + np.sum(z2) * np.exp(-log_s)) + 0.5 * (log_s / PRIOR_SCALE) ** 2
 
     s = _minimise(objective)
-    if s < 1.0 and narrowing_margin > 0:
+    if s < 1.0:
         s = min(1.0, s * float(np.exp(narrowing_margin * np.sqrt(2.0 / n))))
     return s
