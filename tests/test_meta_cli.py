@@ -136,7 +136,10 @@ def test_real_signal_saves_and_exits(tmp_path, signum, reference):
     out = tmp_path / "signal"
     args = [sys.executable, "-m", "sklmoo.meta.train", "--out", str(out), "--outer-steps",
             "400", "--inner-steps", "3", "--n-pairs", "1", "--checkpoint-every", "1000"]
-    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # a shell without job control starts background jobs with SIGINT ignored, and Python keeps
+    # an inherited SIG_IGN: give the child the default disposition, as a terminal would
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     seen, deadline = "", time.time() + 120
     while "meta-training" not in seen and time.time() < deadline:
         seen += proc.stderr.read(1)            # the progress bar (\r, no newline): training began
