@@ -22,6 +22,11 @@ training target's standard deviation, mean over outputs and seeds 0-2). Variants
   ``sklmoo.estimators._regressor.NARROWING_MARGIN`` to 0 for its fits);
 * ``clf_default`` / ``clf_nocal``: ``MTSGDMultiTaskClassifier`` at its defaults / with
   ``calibration=None`` on the classification tables (test NLL of ``predict_proba``);
+* ``clf_l2e_prior_by_validation``: ``L2ESamplerClassifier`` with its ``prior_precision``
+  chosen on its validation split: one default fit per value in ``L2E_PRIOR_CANDIDATES``,
+  keeping the one whose calibrated prediction has the lowest NLL on the validation rows. The
+  same run records each candidate on its own (rows ``clf_l2e_prior=<value>``; 1.0 is the
+  default);
 * ``particles10``, ``parameter_kernel``, ``mgda``, ``lr3e-3``, ``prior0``, ``prior10``,
   ``hidden32``: one parameter changed (10 particles; ``kernel='parameter'``;
   ``method='mgda'``; ``lr=3e-3``; ``prior_precision=0`` and ``10``; one hidden layer of 32
@@ -48,13 +53,14 @@ VARIANTS = {
     "lr3e-3": dict(lr=3e-3), "prior0": dict(prior_precision=0.0),
     "prior10": dict(prior_precision=10.0),
     "hidden32": dict(module__hidden_units=(32,)), "nocal": dict(calibration=None),
-    "two_sided_scale": {}, "prior_by_validation": {},
+    "two_sided_scale": {}, "prior_by_validation": {}, "clf_l2e_prior_by_validation": {},
     "clf_default": {}, "clf_nocal": dict(calibration=None),
 }
 OUT_JSON = bp.ROOT / "docs" / "benchmarks" / "panel_variants.json"
 OUT_MD = bp.ROOT / "docs" / "benchmarks" / "panel_variants.md"
 TABLES = [t[0] for t in bp.TABLES if t[1] == "regression"]
 PRIOR_CANDIDATES = (1.0, 3.0, 10.0, 30.0)
+L2E_PRIOR_CANDIDATES = (0.3, 1.0, 3.0)
 CLF_TABLES = [t[0] for t in bp.TABLES if t[1] == "classification"]
 
 
@@ -69,6 +75,41 @@ def _classifier_nll(variant, seed, table, X, y):
     proba = pipe.predict_proba(X_te)
     rows = np.searchsorted(pipe[-1].classes_, y_te)
     return float(-np.mean(np.log(np.clip(proba[np.arange(len(y_te)), rows], 1e-15, 1))))
+
+
+def _l2e_prior_selection(table, X, y):
+    """Per candidate prior precision and for the validation-chosen one: test NLLs per seed,
+    and the seconds the candidate's fits took."""
+    from skorch.dataset import Dataset
+
+    from sklmoo import L2ESamplerClassifier
+    nll = {c: [] for c in L2E_PRIOR_CANDIDATES}
+    nll["chosen"], seconds = [], {c: 0.0 for c in L2E_PRIOR_CANDIDATES}
+    for seed in bp.SEEDS:
+        X_tr, X_te, y_tr, y_te = bp.split_table(table, X, y, seed)
+        valid_nll, test_nll = {}, {}
+        for c in L2E_PRIOR_CANDIDATES:
+            start = time.perf_counter()
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                pipe = Pipeline([("scale", StandardScaler()),
+                                 ("model", L2ESamplerClassifier(random_state=seed,
+                                                                prior_precision=c))])
+                pipe.fit(X_tr, y_tr)
+            seconds[c] += time.perf_counter() - start
+            est, Xs = pipe[-1], pipe[0].transform(X_tr).astype(np.float32)
+            codes = np.searchsorted(est.classes_, y_tr)
+            _, valid = est.train_split(Dataset(Xs, codes), codes, seed=est.seed_)
+            rows = np.asarray(valid.indices)
+            p_valid = est.predict_proba(Xs[rows])
+            valid_nll[c] = -np.mean(np.log(np.clip(p_valid[np.arange(len(rows)), codes[rows]],
+                                                   1e-15, 1)))
+            proba, te = pipe.predict_proba(X_te), np.searchsorted(est.classes_, y_te)
+            test_nll[c] = float(-np.mean(np.log(np.clip(proba[np.arange(len(te)), te],
+                                                        1e-15, 1))))
+            nll[c].append(test_nll[c])
+        nll["chosen"].append(test_nll[min(valid_nll, key=valid_nll.get)])
+    return nll, seconds
 
 
 def _fit(variant, seed, X, y):
@@ -106,6 +147,14 @@ def run(variants):
         start, per_table = time.perf_counter(), {}
         for table in (CLF_TABLES if variant.startswith("clf_") else TABLES):
             X, _, y = bp.load_table(table)
+            if variant == "clf_l2e_prior_by_validation":
+                nll, secs = _l2e_prior_selection(table, X, y)
+                per_table[table] = nll["chosen"]
+                for c in L2E_PRIOR_CANDIDATES:
+                    row = results.setdefault(f"clf_l2e_prior={c:g}", dict(nll={}, seconds=0.0))
+                    row["nll"][table] = nll[c]
+                    row["seconds"] += secs[c]
+                continue
             if variant.startswith("clf_"):
                 per_table[table] = [_classifier_nll(variant, s, table, X, y) for s in bp.SEEDS]
                 continue
@@ -156,6 +205,14 @@ def write(results):
                   "| variant | " + " | ".join(CLF_TABLES) + " | mean | tables better than "
                   "clf_default | time, all fits (s) |", "|---|" + "---|" * (len(CLF_TABLES) + 3)]
         table(CLF_TABLES, ["clf_default", "clf_nocal"], "clf_default")
+    l2e_rows = [f"clf_l2e_prior={c:g}" for c in L2E_PRIOR_CANDIDATES]
+    if "clf_l2e_prior_by_validation" in results:
+        lines += ["", "L2ESamplerClassifier, test NLL on the classification tables "
+                  "(`clf_l2e_prior=1` is the default):", "",
+                  "| variant | " + " | ".join(CLF_TABLES) + " | mean | tables better than "
+                  "clf_l2e_prior=1 | time, all fits (s) |",
+                  "|---|" + "---|" * (len(CLF_TABLES) + 3)]
+        table(CLF_TABLES, l2e_rows + ["clf_l2e_prior_by_validation"], "clf_l2e_prior=1")
     atomic_write_text(OUT_MD, "\n".join(lines) + "\n")
 
 
