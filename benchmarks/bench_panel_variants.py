@@ -45,6 +45,7 @@ from sklearn.preprocessing import StandardScaler
 
 import bench_panel as bp
 from sklmoo import MTSGDRegressor
+from sklmoo.metrics import negative_log_likelihood
 from sklmoo._io import atomic_write_text
 
 VARIANTS = {
@@ -72,9 +73,8 @@ def _classifier_nll(variant, seed, table, X, y):
         pipe = Pipeline([("scale", StandardScaler()),
                          ("model", MTSGDMultiTaskClassifier(random_state=seed,
                                                             **VARIANTS[variant]))]).fit(X_tr, y_tr)
-    proba = pipe.predict_proba(X_te)
-    rows = np.searchsorted(pipe[-1].classes_, y_te)
-    return float(-np.mean(np.log(np.clip(proba[np.arange(len(y_te)), rows], 1e-15, 1))))
+    return float(negative_log_likelihood(y_te, pipe.predict_proba(X_te),
+                                         labels=pipe[-1].classes_))
 
 
 def _l2e_prior_selection(table, X, y):
@@ -101,12 +101,11 @@ def _l2e_prior_selection(table, X, y):
             codes = np.searchsorted(est.classes_, y_tr)
             _, valid = est.train_split(Dataset(Xs, codes), codes, seed=est.seed_)
             rows = np.asarray(valid.indices)
-            p_valid = est.predict_proba(Xs[rows])
-            valid_nll[c] = -np.mean(np.log(np.clip(p_valid[np.arange(len(rows)), codes[rows]],
-                                                   1e-15, 1)))
-            proba, te = pipe.predict_proba(X_te), np.searchsorted(est.classes_, y_te)
-            test_nll[c] = float(-np.mean(np.log(np.clip(proba[np.arange(len(te)), te],
-                                                        1e-15, 1))))
+            valid_nll[c] = negative_log_likelihood(np.asarray(y_tr)[rows],
+                                                   est.predict_proba(Xs[rows]),
+                                                   labels=est.classes_)
+            test_nll[c] = float(negative_log_likelihood(y_te, pipe.predict_proba(X_te),
+                                                        labels=est.classes_))
             nll[c].append(test_nll[c])
         nll["chosen"].append(test_nll[min(valid_nll, key=valid_nll.get)])
     return nll, seconds
