@@ -254,6 +254,32 @@ def test_auto_budget_gives_small_tables_enough_steps():
     assert l2e._resolve_epochs(800) == 500 // 7 + 1            # 7 steps of 128 per epoch
 
 
+def test_auto_budget_extends_while_the_validation_loss_improves():
+    # a slowly learnt linear target: the validation loss still falls when the ~1000-step
+    # budget ends (here scaled down to 20 steps: 10 epochs of 4 steps), so with early stopping
+    # the fit runs on to three times that; without a split or early stopping it does not
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(160, 3))
+    y = X @ np.array([1.0, -2.0, 0.5])
+    fits = {}
+    for name, extra in (("default", {}), ("no_split", dict(train_split=None)),
+                        ("no_stopping", dict(callbacks__early_stopping=None))):
+        reg = MTSGDRegressor(n_particles=2, batch_size=32, random_state=0, **extra)
+        reg._auto_steps = 20
+        fits[name] = reg.fit(X, y)
+    reg = fits["default"]
+    assert reg.max_epochs_ == 30 and len(reg.history) == 30
+    assert dict(reg.callbacks_)["early_stopping"].patience_ == 5      # a fifth of 10, at least 5
+    assert fits["no_split"].max_epochs_ == len(fits["no_split"].history) == 10
+    assert fits["no_stopping"].max_epochs_ == len(fits["no_stopping"].history) == 10
+    # at most 500 epochs; an integer budget and the classifiers' budgets are never extended
+    assert MTSGDRegressor()._resolve_epochs(64 * 100, early_stopping=True) == 30
+    assert MTSGDRegressor()._resolve_epochs(64 * 5, early_stopping=True) == 500
+    assert MTSGDRegressor(max_epochs=7)._resolve_epochs(128, early_stopping=True) == 7
+    assert MTSGDMultiTaskClassifier()._resolve_epochs(64 * 20, early_stopping=True) == 50
+    assert L2ESamplerClassifier()._resolve_epochs(800, early_stopping=True) == 500 // 7 + 1
+
+
 def test_prior_precision_is_weight_decay_scaled_by_n():
     X, y = _scaled(load_iris)
     clf = MTSGDMultiTaskClassifier(n_particles=2, max_epochs=1, prior_precision=2.0,

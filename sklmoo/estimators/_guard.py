@@ -239,6 +239,10 @@ class SklmooNetMixin:
     #: ``max_epochs='auto'``: epochs for this many optimiser steps, within the bounds below
     _auto_steps = 1000
     _auto_epoch_bounds = (10, 500)
+    #: with 'auto' and early stopping on a validation split, the fit may run this many times
+    #: the epochs above while the validation loss keeps improving (the patience stays a fifth
+    #: of the unextended budget)
+    _auto_extension = 1
 
     #: the calibration values this estimator offers (besides None: off)
     _calibrations = ()
@@ -255,16 +259,24 @@ class SklmooNetMixin:
         if isinstance(self.train_split, ValidationSplit):
             self.train_split.check()
 
-    def _resolve_epochs(self, n_train):
+    def _resolve_epochs(self, n_train, early_stopping=False):
         """``max_epochs_``: ``max_epochs``, or with 'auto' the epochs that give about
-        ``_auto_steps`` optimiser steps on ``n_train`` rows, within ``_auto_epoch_bounds``."""
+        ``_auto_steps`` optimiser steps on ``n_train`` rows, within ``_auto_epoch_bounds``,
+        times ``_auto_extension`` (at most the upper bound) when ``early_stopping`` (a
+        validation split and an early-stopping callback) will end the fit once the validation
+        loss stops improving.
+        ``_patience_epochs``: the budget the early-stopping patience is a fifth of (the
+        unextended one)."""
         if isinstance(self.max_epochs, str):
             batch = n_train if self.batch_size == -1 else min(self.batch_size, n_train)
             per_epoch = math.ceil(n_train / max(1, batch))
             low, high = self._auto_epoch_bounds
-            self.max_epochs_ = int(np.clip(math.ceil(self._auto_steps / per_epoch), low, high))
+            base = int(np.clip(math.ceil(self._auto_steps / per_epoch), low, high))
+            self._patience_epochs = base
+            self.max_epochs_ = (max(base, min(base * self._auto_extension, high))
+                                if early_stopping else base)
         else:
-            self.max_epochs_ = int(self.max_epochs)
+            self.max_epochs_ = self._patience_epochs = int(self.max_epochs)
         return self.max_epochs_
 
     def get_split_datasets(self, X, y=None, **fit_params):

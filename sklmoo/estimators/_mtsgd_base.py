@@ -173,7 +173,9 @@ class MTSGDNetBase(SklmooNetMixin, NeuralNet):
             X, targets = X[keep], targets[keep]
         train, valid = self.get_split_datasets(X, targets, **fit_params)
         n_train = len(train)
-        self._resolve_epochs(n_train)
+        stopping = valid is not None and any(
+            isinstance(cb, RestoreBestEarlyStopping) for _, cb in self.callbacks_)
+        self._resolve_epochs(n_train, early_stopping=stopping)
         if "optimizer__weight_decay" not in vars(self):
             # a N(0, 1/prior_precision) prior on every weight, as weight decay on the mean loss
             for group in self.optimizer_.param_groups:

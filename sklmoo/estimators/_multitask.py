@@ -122,7 +122,9 @@ class MTSGDMultiTaskClassifier(ClassifierMixin, MTSGDNetBase):
         Epochs per call to ``fit``. 'auto': enough epochs for about 1000 optimiser steps
         (at least 10, at most 500 epochs; ``max_epochs_`` holds the number chosen), so that a
         150-row table gets as many updates as a 10,000-row one; early stopping usually ends
-        the fit sooner.
+        the fit sooner. (The regressor's budget can extend; the classifier's does not: on
+        the panel's classification tables a three-fold extension changed no NLL by more than
+        0.01 and made some fits up to 2.6 times as long.)
     train_split : callable or None, default=ValidationSplit()
         skorch's internal validation split: by default
         :class:`~sklmoo.estimators.ValidationSplit` holds out 20 % of the rows (at least 5,

@@ -148,8 +148,8 @@ class RestoreBestEarlyStopping(EarlyStopping):
     ----------
     monitor : str, default='valid_loss'
     patience : int or 'auto', default='auto'
-        Epochs without improvement before stopping; 'auto': a fifth of the fit's epoch budget,
-        at least 5.
+        Epochs without improvement before stopping; 'auto': a fifth of the fit's epoch budget
+        (with ``max_epochs='auto'``, of the unextended one), at least 5.
     threshold, threshold_mode, lower_is_better, sink
         As in skorch's ``EarlyStopping``.
     load_best : bool, default=True
@@ -179,7 +179,8 @@ class RestoreBestEarlyStopping(EarlyStopping):
 
     def on_train_begin(self, net, **kwargs):
         super().on_train_begin(net, **kwargs)
-        budget = getattr(net, "max_epochs_", None) or net.max_epochs
+        budget = (getattr(net, "_patience_epochs", None) or getattr(net, "max_epochs_", None)
+                  or net.max_epochs)
         self.patience_ = (max(5, math.ceil(budget / 5)) if self.patience == "auto"
                           else self.patience)
 
