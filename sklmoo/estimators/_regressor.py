@@ -55,13 +55,13 @@ class MTSGDRegressor(RegressorMixin, MTSGDNetBase):
     kernel : {'function', 'parameter'}, default='function'
         What the RBF kernel compares: each particle's trunk features and per-output (mean,
         scale) on the mini-batch, or the flattened parameters. Unlike the classifier's, the
-        default is 'function': on the SARCOS stand-in (``docs/benchmarks/regression.md``, 3
-        seeds) it lowered MT-SGD's average error from 0.023 to 0.020 in every seed (and its
-        NLL), level with per-particle MGDA, at 1.5x the time per fit; the parameter kernel's
-        repulsion is negligible (that study ran it with the kernel-smoothed drive,
-        ``smooth_drive=True``, which blurred the particles' fits; on the real-data panel the
-        parameter kernel with the default own-gradient drive is within 0.01 NLL of the function
-        kernel on every table, ``docs/benchmarks/panel_variants.md``).
+        default is 'function', chosen when the parameter kernel came with the kernel-smoothed
+        drive (``smooth_drive=True``, which blurred the particles' fits: average error 0.023
+        against 0.020 on the SARCOS stand-in). With the default own-gradient drive the two
+        kernels tie: average error 0.027 for both on the SARCOS stand-in
+        (``docs/benchmarks/regression.md``, 3 seeds) and within 0.01 NLL on every table of
+        the real-data panel (``docs/benchmarks/panel_variants.md``), the parameter kernel
+        at about 0.7-0.8x the time per fit.
     smooth_drive, bandwidth, repulsion, head_repulsion, warmup_epochs, input_shape
         As in :class:`~sklmoo.MTSGDMultiTaskClassifier`.
     task_normalization : {'none', 'l2'}, default='none'
