@@ -57,7 +57,8 @@ class MTSGDRegressor(RegressorMixin, MTSGDNetBase):
         scale) on the mini-batch, or the flattened parameters. Unlike the classifier's, the
         default is 'function', chosen when the parameter kernel came with the kernel-smoothed
         drive (``smooth_drive=True``, which blurred the particles' fits: average error 0.023
-        against 0.020 on the SARCOS stand-in). With the default own-gradient drive the two
+        against 0.020 on the SARCOS stand-in in an earlier run of
+        ``benchmarks/bench_regression.py``). With the default own-gradient drive the two
         kernels tie: average error 0.027 for both on the SARCOS stand-in
         (``docs/benchmarks/regression.md``, 3 seeds) and within 0.01 NLL on every table of
         the real-data panel (``docs/benchmarks/panel_variants.md``), the parameter kernel
