@@ -272,11 +272,12 @@ def test_auto_budget_extends_while_the_validation_loss_improves():
     assert dict(reg.callbacks_)["early_stopping"].patience_ == 5      # a fifth of 10, at least 5
     assert fits["no_split"].max_epochs_ == len(fits["no_split"].history) == 10
     assert fits["no_stopping"].max_epochs_ == len(fits["no_stopping"].history) == 10
-    # at most 500 epochs; an integer budget and the classifiers' budgets are never extended
+    # at most 500 epochs; an integer budget and L2E's budget are never extended
     assert MTSGDRegressor()._resolve_epochs(64 * 100, early_stopping=True) == 30
     assert MTSGDRegressor()._resolve_epochs(64 * 5, early_stopping=True) == 500
     assert MTSGDRegressor(max_epochs=7)._resolve_epochs(128, early_stopping=True) == 7
-    assert MTSGDMultiTaskClassifier()._resolve_epochs(64 * 20, early_stopping=True) == 50
+    assert MTSGDMultiTaskClassifier()._resolve_epochs(64 * 20, early_stopping=True) == 150
+    assert MTSGDMultiTaskClassifier()._resolve_epochs(64 * 20) == 50
     assert L2ESamplerClassifier()._resolve_epochs(800, early_stopping=True) == 500 // 7 + 1
 
 

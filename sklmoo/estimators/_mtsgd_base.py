@@ -32,6 +32,11 @@ class MTSGDNetBase(SklmooNetMixin, NeuralNet):
     * ``_head_widths()`` and optionally ``_head_factory()`` for the network's heads.
     """
 
+    #: 'auto' budgets: while early stopping on the validation split sees the loss improve, the
+    #: fit may run up to three times the ~1000-step budget, at most 500 epochs (``max_epochs``)
+    _auto_extension = 3
+
+
     _member_kind = "particle"
     #: the task_normalization values this estimator's losses allow
     _task_normalizations = TASK_NORMALIZATIONS

@@ -101,11 +101,11 @@ class MTSGDRegressor(RegressorMixin, MTSGDNetBase):
         (standardised units) and changed the other tables by at most 0.03
         (``docs/benchmarks/panel_variants.md``).
     max_epochs : int or 'auto', default='auto'
-        As in the classifier (about 1000 optimiser steps, 10 to 500 epochs), except that with
-        early stopping on the validation split (the default) the fit may run on to three times
-        that, at most 500 epochs, while the validation loss still improves; ``max_epochs_``
-        holds that extended budget and the patience stays a fifth of the unextended one. On
-        larger tables this is what lets the fit converge: on 4,000 rows of the SARCOS
+        As in the classifier: about 1000 optimiser steps (10 to 500 epochs), and with early
+        stopping on the validation split (the default) up to three times that, at most 500
+        epochs, while the validation loss still improves; ``max_epochs_`` holds that extended
+        budget and the patience stays a fifth of the unextended one. On larger tables this is
+        what lets the fit converge: on 4,000 rows of the SARCOS
         stand-in (7 outputs, 3 seeds) the 20-epoch budget ended still-improving fits at a test
         MSE of 0.106 (standardised); extended to 60 epochs, 0.041, at 2.8 times the fit time
         (``docs/benchmarks/auto_budget.md``). The panel's tables all stop early before the
@@ -158,9 +158,6 @@ class MTSGDRegressor(RegressorMixin, MTSGDNetBase):
     """
 
     _task_normalizations = ("none", "l2")
-    #: 'auto' budgets: while early stopping on the validation split sees the loss improve, the
-    #: fit may run up to three times the ~1000-step budget, at most 500 epochs (``max_epochs``)
-    _auto_extension = 3
 
     def __init__(self, module=None, *, n_particles=5, method="mtsgd", kernel="function",
                  smooth_drive=False, bandwidth="median", repulsion=1e-3, head_repulsion=1e-2,
