@@ -35,6 +35,7 @@ from sklmoo import MTSGDMultiTaskClassifier
 from sklmoo._io import atomic_write_text
 from sklmoo.datasets import make_multi_digits
 from sklmoo.metrics import expected_calibration_error, negative_log_likelihood
+from sklmoo.metrics._recalibration import apply_temperature
 
 # the regimes, seeds and --quick of the Multi-Digits study
 from bench_multi_digits import QUICK, REGIMES, SEEDS  # noqa: E402
@@ -56,15 +57,16 @@ def _metrics(y, proba):
 
 
 def _tempered(proba, temperature):
-    """``proba`` (..., C) raised to 1 / T and renormalised along the last axis."""
-    z = np.log(np.maximum(proba, 1e-300)) / temperature
-    z -= z.max(axis=-1, keepdims=True)
-    out = np.exp(z)
-    return out / out.sum(axis=-1, keepdims=True)
+    """``proba`` (n, C) or per member (M, n, C) at temperature T (sklmoo's own map, member by
+    member for the calibrate-then-pool oracle)."""
+    if proba.ndim == 2:
+        return apply_temperature(proba, temperature)
+    return np.stack([apply_temperature(p, temperature) for p in proba])
 
 
 def _best_temperature(objective):
-    """exp of the log-temperature in [-3, 3] minimising ``objective(T)``."""
+    """exp of the log-temperature in [-3, 3] minimising ``objective(T)``: an oracle on the test
+    labels, so no prior and a tighter tolerance than ``fit_temperature``'s search."""
     res = minimize_scalar(lambda lt: objective(np.exp(lt)), bounds=(-3.0, 3.0),
                           method="bounded", options={"xatol": 1e-5})
     return float(np.exp(res.x))
