@@ -123,3 +123,35 @@ def test_function_space_gram_and_direction_match_autograd(c, smooth):
         expected = (torch.einsum("k,kmd->md", info.weights, s)
                     + reference_svgd(x, zero, kern, c))
     torch.testing.assert_close(phi, expected, rtol=1e-9, atol=1e-11)
+
+
+def test_linear_mean_reproduces_bayesian_ridge_under_the_particles():
+    """LinearMean set from a fitted BayesianRidge gives its predictive mean and weight variance
+    (sklearn's return_std minus the noise), and carries the particles' outputs at its scale."""
+    import numpy as np
+    from sklearn.linear_model import BayesianRidge
+
+    from sklmoo.nn import LinearMean
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(40, 4)) + 2.0
+    fits = [BayesianRidge().fit(X, X @ w + rng.normal(size=40))
+            for w in ([1, 0, -1, 2], [0, 3, 0, 0])]
+    lin = LinearMean(4, n_tasks=2).double()
+    assert not lin.fitted
+    lin.set(np.stack([f.coef_ for f in fits]), [f.intercept_ for f in fits],
+            scale=[0.5, 2.0], center=np.stack([f.X_offset_ for f in fits]),
+            covariance=np.stack([f.sigma_ for f in fits]))
+    Xq = rng.normal(size=(7, 4)) * 3
+    heads = tuple(torch.stack([torch.zeros(7, 3), torch.ones(7, 3)], -1).double() for _ in fits)
+    outs = lin(torch.from_numpy(Xq), heads)
+    for t, f in enumerate(fits):
+        mean, std = f.predict(Xq, return_std=True)
+        assert outs[t].shape == (7, 3, 3)
+        np.testing.assert_allclose(outs[t][:, 0, 0].numpy(), mean, rtol=1e-10)
+        np.testing.assert_allclose(outs[t][:, 0, 2].numpy(), std ** 2 - 1 / f.alpha_,
+                                   rtol=1e-8, atol=1e-12)
+        # unit head noise at scale s: s^2 + the weight variance
+        np.testing.assert_allclose(outs[t][:, :, 1].numpy() ** 2,
+                                   ([0.5, 2.0][t] ** 2 + outs[t][:, :, 2].numpy()), rtol=1e-10)
+    assert lin.fitted

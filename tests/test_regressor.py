@@ -237,3 +237,43 @@ def test_user_trunk_module_and_its_parameters(linnerud):
     with pytest.raises(NotFittedError):
         reg.predict(X[:4])
     assert reg.fit(X, y).module_.n_features_out == 7
+
+
+def test_linear_mean_function_makes_a_linear_table_as_good_as_bayesian_ridge():
+    """On a linear 80-row table the default (the particles on a BayesianRidge mean function)
+    matches BayesianRidge's held-out NLL; the networks alone are far worse. The linear model is
+    fitted on every row in standardised units, kept by a continued fit, absent with None."""
+    from sklearn.linear_model import BayesianRidge
+
+    from sklmoo.metrics import gaussian_nll
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(160, 6))
+    y = X @ rng.normal(size=6) + 0.5 * rng.normal(size=160)
+    X_tr, X_te, y_tr, y_te = X[:80], X[80:], y[:80], y[80:]
+    linear = BayesianRidge().fit(X_tr, y_tr)
+    reference = gaussian_nll(y_te, *linear.predict(X_te, return_std=True))
+    reg = MTSGDRegressor(random_state=0).fit(X_tr, y_tr)
+    alone = MTSGDRegressor(random_state=0, mean_function=None).fit(X_tr, y_tr)
+    assert alone.module_.output_map is None
+    nll = gaussian_nll(y_te, *reg.predict(X_te, return_std=True))
+    assert nll < reference + 0.03
+    assert nll < gaussian_nll(y_te, *alone.predict(X_te, return_std=True)) - 0.2
+    # the mean function is BayesianRidge on all 80 rows (validation rows included), standardised
+    standard = BayesianRidge().fit(X_tr, (y_tr - reg.y_mean_[0]) / reg.y_scale_[0])
+    mean_function = reg.module_.output_map
+    np.testing.assert_allclose(mean_function.weight.numpy()[0], standard.coef_, rtol=1e-4)
+    np.testing.assert_allclose(mean_function.scale.numpy()[0], standard.alpha_ ** -0.5,
+                               rtol=1e-4)
+    # its weight variance is epistemic: far from the data it dominates, the noise does not grow
+    far = 10 * X_te[:3]
+    parts = reg.predict_uncertainty(far)
+    near = reg.predict_uncertainty(X_te[:3])
+    assert (parts["epistemic"] > 10 * near["epistemic"]).all()
+    np.testing.assert_allclose(parts["aleatoric"], near["aleatoric"], rtol=0.5)
+    # a continued fit keeps the linear model it started with
+    before = mean_function.weight.clone()
+    reg.set_params(warm_start=True, max_epochs=2).fit(X_tr, -y_tr)
+    assert torch.equal(reg.module_.output_map.weight, before)
+    with pytest.raises(ValueError, match="mean_function must be 'linear' or None"):
+        MTSGDRegressor(mean_function="quadratic").fit(X_tr, y_tr)

@@ -178,6 +178,7 @@ class MTSGDNetBase(SklmooNetMixin, NeuralNet):
             X, targets = X[keep], targets[keep]
         train, valid = self.get_split_datasets(X, targets, **fit_params)
         n_train = len(train)
+        self._fit_mean_function(X, targets)
         stopping = valid is not None and any(
             isinstance(cb, RestoreBestEarlyStopping) for _, cb in self.callbacks_)
         self._resolve_epochs(n_train, early_stopping=stopping)
@@ -229,6 +230,13 @@ class MTSGDNetBase(SklmooNetMixin, NeuralNet):
     def _head_factory(self):
         return None
 
+    def _output_map(self):
+        """The network's ``output_map`` (None: none); see the regressor's mean function."""
+        return None
+
+    def _fit_mean_function(self, X, targets):
+        """Fit the prior mean function on the training rows of a new fit (no-op here)."""
+
     def initialize_module(self):
         """Build the M-particle network from the trunk and the targets seen in ``fit``."""
         if not hasattr(self, "n_tasks_"):
@@ -247,7 +255,8 @@ class MTSGDNetBase(SklmooNetMixin, NeuralNet):
             torch.manual_seed(self.seed_)
             self.module_ = MultiTaskParticleNet(factory, self.n_particles, self._head_widths(),
                                                 input_shape=shape,
-                                                head_factory=self._head_factory())
+                                                head_factory=self._head_factory(),
+                                                output_map=self._output_map())
         self._register_recalibration(self.n_tasks_)
         return self
 

@@ -186,6 +186,85 @@ class StackedGaussianHead(nn.Module):
         return torch.cat([mean, nn.functional.softplus(raw) + self.min_std], dim=-1)
 
 
+class LinearMean(nn.Module):
+    r"""A fixed Bayesian linear model under Gaussian particle heads: the particles fit what it
+    leaves over, in units of its residual scale.
+
+    An ``output_map`` of :class:`MultiTaskParticleNet`: ``forward(x, outputs)`` takes the
+    input batch and the per-task particle outputs (T tensors (batch, M, 2): a Gaussian head's
+    mean m and standard deviation :math:`\sigma`) and returns T tensors (batch, M, 3):
+
+    .. math:: \mu_t(x) + s_t\, m, \qquad \sqrt{s_t^2 \sigma^2 + v_t(x)}, \qquad v_t(x),
+
+    where, on the flattened input, :math:`\mu_t(x) = w_t^\top x + b_t` is task t's linear
+    mean, :math:`v_t(x) = \lVert L_t^\top (x - c_t) \rVert^2` its posterior variance
+    (:math:`L_t L_t^\top = \Sigma_t`, the weights' posterior covariance) and :math:`s_t` the
+    scale of its residuals: each particle's mean and predictive standard deviation, and the
+    part of its variance that comes from the linear weights (the same for every particle, so
+    that it can be reported as epistemic). Until :meth:`set` is called it maps m and
+    :math:`\sigma` to themselves (zero mean and variance, unit scale). Buffers: saved with the
+    module, never trained.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from sklmoo.nn import LinearMean
+    >>> lin = LinearMean(3, n_tasks=1)
+    >>> lin.set(torch.ones(1, 3), torch.tensor([1.0]), scale=torch.tensor([0.5]))
+    >>> heads = (torch.tensor([[[2.0, 1.0]]]),)         # one row, one particle: N(2, 1)
+    >>> lin(torch.ones(1, 3), heads)[0].tolist(), bool(lin.fitted)
+    ([[[5.0, 0.5, 0.0]]], True)
+    """
+
+    def __init__(self, in_features, n_tasks):
+        super().__init__()
+        self.register_buffer("weight", torch.zeros(n_tasks, in_features))
+        self.register_buffer("bias", torch.zeros(n_tasks))
+        self.register_buffer("scale", torch.ones(n_tasks))
+        self.register_buffer("center", torch.zeros(n_tasks, in_features))
+        self.register_buffer("factor", torch.zeros(n_tasks, in_features, in_features))
+        self.register_buffer("fitted", torch.tensor(False))
+
+    def set(self, weight, bias, scale=None, center=None, covariance=None):
+        """Copy a fitted (n_tasks, in_features) weight and (n_tasks,) bias in, with the
+        residuals' (n_tasks,) ``scale`` and the weights' posterior covariance (n_tasks,
+        in_features, in_features) about the inputs' ``center`` (n_tasks, in_features), if
+        given."""
+        with torch.no_grad():
+            self.weight.copy_(torch.as_tensor(weight, dtype=self.weight.dtype))
+            self.bias.copy_(torch.as_tensor(bias, dtype=self.bias.dtype))
+            if scale is not None:
+                self.scale.copy_(torch.as_tensor(scale, dtype=self.scale.dtype))
+            if covariance is not None:
+                cov = torch.as_tensor(covariance, dtype=torch.float64)
+                # symmetric square root: a covariance that is only semi-definite has none of
+                # Cholesky's, and eigenvalues below zero from rounding are clipped
+                vals, vecs = torch.linalg.eigh((cov + cov.transpose(-1, -2)) / 2)
+                root = vecs * vals.clamp(min=0).sqrt()[..., None, :]
+                self.factor.copy_(root.to(self.factor.dtype))
+                self.center.copy_(torch.as_tensor(center, dtype=self.center.dtype))
+            self.fitted.fill_(True)
+
+    def moments(self, x):
+        """The linear mean and its posterior variance, (batch, n_tasks) each."""
+        x = x.reshape(x.shape[0], -1).to(self.weight.dtype)
+        mean = x @ self.weight.T + self.bias
+        centred = x[:, None, :] - self.center[None]                         # (batch, T, d)
+        variance = torch.einsum("btd,tde->bte", centred, self.factor).pow(2).sum(-1)
+        return mean, variance
+
+    def forward(self, x, outputs):
+        mean, variance = self.moments(x)
+        out = []
+        for t, o in enumerate(outputs):
+            o_mean, o_std = o[..., :1], o[..., 1:2]
+            scale = self.scale[t].to(o.dtype)
+            linear = variance[:, t, None, None].to(o.dtype).expand_as(o_mean)
+            out.append(torch.cat([mean[:, t, None, None].to(o.dtype) + scale * o_mean,
+                                  ((scale * o_std) ** 2 + linear).sqrt(), linear], dim=-1))
+        return tuple(out)
+
+
 class MultiTaskParticleNet(nn.Module):
     """M particle networks with a shared-per-particle trunk and per-task heads.
 
@@ -206,6 +285,10 @@ class MultiTaskParticleNet(nn.Module):
         ``head_factory(n_particles, n_features, width)`` builds one task's heads, a module
         with ``member_parameters()`` mapping (M, batch, n_features) to (M, batch, ...). Default:
         :class:`StackedLinear` (logits). Regression uses :class:`StackedGaussianHead`.
+    output_map : nn.Module, optional
+        Called as ``output_map(x, outputs)`` on the input batch and the tuple of per-task
+        outputs, returning the tuple the network outputs: e.g. :class:`LinearMean`, a fixed
+        Bayesian linear model under Gaussian heads.
 
     Notes
     -----
@@ -223,8 +306,9 @@ class MultiTaskParticleNet(nn.Module):
     """
 
     def __init__(self, trunk_factory, n_particles, n_classes, input_shape=None,
-                 head_factory=None):
+                 head_factory=None, output_map=None):
         super().__init__()
+        self.output_map = output_map
         self.input_shape = None if input_shape is None else tuple(input_shape)
         self.trunk = StackedModules([trunk_factory() for _ in range(n_particles)])
         probe = trunk_factory()
@@ -260,7 +344,10 @@ class MultiTaskParticleNet(nn.Module):
         """``(features (M, batch, n_features), logits)``: the trunk outputs that a
         function-space kernel compares, and the tuple :meth:`forward` returns."""
         h = self.features(x)
-        return h, tuple(head(h).transpose(0, 1) for head in self.heads)
+        outs = tuple(head(h).transpose(0, 1) for head in self.heads)
+        if self.output_map is not None:
+            outs = tuple(self.output_map(x, outs))
+        return h, outs
 
 
 def flatten_particles(params):
