@@ -16,6 +16,7 @@ training target's standard deviation, mean over outputs and seeds 0-2). Variants
 * ``nocal``: ``calibration=None`` (no variance scale);
 * ``no_mean_function``: ``mean_function=None``, the networks alone without the Bayesian
   linear mean function (the default before it was added);
+* ``heteroscedastic``: ``heteroscedastic=True`` (per-input noise scales);
 * ``prior_by_validation``: ``prior_precision`` chosen on the validation split, the way the
   estimator could do it itself: one default fit per value in ``PRIOR_CANDIDATES``, keeping the
   one whose best validation loss (the restore-best epoch's) is lowest;
@@ -59,7 +60,7 @@ VARIANTS = {
     "lr3e-3": dict(lr=3e-3), "prior0": dict(prior_precision=0.0),
     "prior10": dict(prior_precision=10.0),
     "hidden32": dict(module__hidden_units=(32,)), "nocal": dict(calibration=None),
-    "no_mean_function": dict(mean_function=None),
+    "no_mean_function": dict(mean_function=None), "heteroscedastic": dict(heteroscedastic=True),
     "two_sided_scale": {}, "prior_by_validation": {}, "clf_l2e_prior_by_validation": {},
     "clf_default": {}, "clf_nocal": dict(calibration=None), "clf_fixed_budget": {},
 }
