@@ -68,10 +68,10 @@ class MTSGDRegressor(RegressorMixin, MTSGDNetBase):
         drive (``smooth_drive=True``, which blurred the particles' fits: average error 0.023
         against 0.020 on the SARCOS stand-in in an earlier run of
         ``benchmarks/bench_regression.py``). With the default own-gradient drive the two
-        kernels tie: average error 0.027 for both on the SARCOS stand-in
+        kernels tie: average error 0.025 for both on the SARCOS stand-in
         (``docs/benchmarks/regression.md``, 3 seeds) and within 0.01 NLL on every table of
         the real-data panel (``docs/benchmarks/panel_variants.md``), the parameter kernel
-        at about 0.7-0.8x the time per fit.
+        at about 0.7x the time per fit.
     smooth_drive, bandwidth, repulsion, head_repulsion, warmup_epochs, input_shape
         As in :class:`~sklmoo.MTSGDMultiTaskClassifier`.
     task_normalization : {'none', 'l2'}, default='none'
