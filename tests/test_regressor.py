@@ -277,3 +277,7 @@ def test_linear_mean_function_makes_a_linear_table_as_good_as_bayesian_ridge():
     assert torch.equal(reg.module_.output_map.weight, before)
     with pytest.raises(ValueError, match="mean_function must be 'linear' or None"):
         MTSGDRegressor(mean_function="quadratic").fit(X_tr, y_tr)
+    # beyond 1,000 input features the networks fit alone (no d x d covariance per output)
+    wide = MTSGDRegressor(n_particles=2, max_epochs=1, random_state=0)
+    wide.fit(rng.normal(size=(30, 1001)), rng.normal(size=30))
+    assert wide.module_.output_map is None

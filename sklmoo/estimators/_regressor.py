@@ -28,6 +28,10 @@ _NOISE_PARAMS = ("heads.*.raw_scale", "heads.*.scale.*")
 #: repulsion (a default fit on breast_cancer's features with the target 2 x0 + x1 warned from
 #: epoch 330 with a floor of 0.01, not with 0.05; every panel table's residual scale is above)
 RESIDUAL_SCALE_FLOOR = 0.05
+#: ``mean_function='linear'`` is used up to this many (flattened) input features; above, the
+#: networks fit alone: BayesianRidge's weight covariance and the module's copy of it are
+#: d x d per output (8 MB per output at 1,000 features, 800 MB at 10,000)
+LINEAR_MEAN_MAX_FEATURES = 1000
 
 
 class MTSGDRegressor(RegressorMixin, MTSGDNetBase):
@@ -124,7 +128,9 @@ class MTSGDRegressor(RegressorMixin, MTSGDNetBase):
         on 5 of 8 tables instead of 2 (``docs/benchmarks/panel.md``). None: the networks fit
         the standardised targets alone. A continued fit (``warm_start``, ``partial_fit``)
         keeps the linear model of the fit it continues. The module holds it
-        (:class:`~sklmoo.nn.LinearMean`), so ``save_params`` saves it.
+        (:class:`~sklmoo.nn.LinearMean`), so ``save_params`` saves it. Used up to 1,000
+        (flattened) input features; with more (images, wide tables) the networks fit alone,
+        since the linear weights' covariance is features x features per output.
     max_epochs : int or 'auto', default='auto'
         As in the classifier: about 1000 optimiser steps (10 to 500 epochs), and with early
         stopping on the validation split (the default) up to three times that, at most 500
@@ -155,7 +161,8 @@ class MTSGDRegressor(RegressorMixin, MTSGDNetBase):
         The standardisation of the outputs (0 and 1 with ``normalize_y=False``).
     n_features_in_ : int
     module_ : MultiTaskParticleNet
-        The fitted particles (one :class:`~sklmoo.nn.StackedGaussianHead` per output).
+        The fitted particles (one :class:`~sklmoo.nn.StackedGaussianHead` per output; the
+        linear mean function, a :class:`~sklmoo.nn.LinearMean`, is ``module_.output_map``).
     history : skorch History
         As in the classifier: the QP's per-output weights and the repulsion / drive ratios.
     variance_scale_ : ndarray of shape (n_outputs,)
@@ -309,9 +316,10 @@ class MTSGDRegressor(RegressorMixin, MTSGDNetBase):
         return gaussian_head
 
     def _output_map(self):
-        if self.mean_function is None:
+        n_features = int(np.prod(self.input_shape_))
+        if self.mean_function is None or n_features > LINEAR_MEAN_MAX_FEATURES:
             return None
-        return LinearMean(int(np.prod(self.input_shape_)), self.n_outputs_)
+        return LinearMean(n_features, self.n_outputs_)
 
     def _fit_mean_function(self, X, targets):
         """A new fit's linear mean function: per output, a :class:`BayesianRidge` (evidence-

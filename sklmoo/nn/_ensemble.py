@@ -254,6 +254,8 @@ class LinearMean(nn.Module):
         return mean, variance
 
     def forward(self, x, outputs):
+        """The particles' per-task outputs with the linear model under them (see the class
+        description): T tensors (batch, M, 3) of mean, standard deviation, weight variance."""
         mean, variance = self.moments(x)
         out = []
         for t, o in enumerate(outputs):
