@@ -155,3 +155,13 @@ def test_linear_mean_reproduces_bayesian_ridge_under_the_particles():
         np.testing.assert_allclose(outs[t][:, :, 1].numpy() ** 2,
                                    ([0.5, 2.0][t] ** 2 + outs[t][:, :, 2].numpy()), rtol=1e-10)
     assert lin.fitted
+    # in float32, inputs far from the origin keep their precision (the mean is taken about
+    # the center, not the origin)
+    far = X + 1e6
+    fit = BayesianRidge().fit(far, far @ np.array([1.0, 0.5, -1.0, 2.0]) - 2.5e6)
+    lin32 = LinearMean(4, n_tasks=1)
+    lin32.set(fit.coef_[None], [fit.intercept_], center=fit.X_offset_[None],
+              covariance=fit.sigma_[None])
+    mean, _ = lin32.moments(torch.from_numpy(far[:5]).float())
+    # (float32 inputs near 1e6 are themselves spaced 0.06 apart)
+    np.testing.assert_allclose(mean[:, 0].numpy(), fit.predict(far[:5]), atol=0.25)

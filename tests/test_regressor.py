@@ -277,7 +277,13 @@ def test_linear_mean_function_makes_a_linear_table_as_good_as_bayesian_ridge():
     assert torch.equal(reg.module_.output_map.weight, before)
     with pytest.raises(ValueError, match="mean_function must be 'linear' or None"):
         MTSGDRegressor(mean_function="quadratic").fit(X_tr, y_tr)
-    # beyond 1,000 input features the networks fit alone (no d x d covariance per output)
+    # the residual-scale floor is relative to the target's spread, in any units
+    tiny = MTSGDRegressor(n_particles=2, max_epochs=1, normalize_y=False, random_state=0)
+    tiny.fit(X_tr, 1e-3 * y_tr)
+    small = BayesianRidge().fit(X_tr, 1e-3 * y_tr)
+    expected = max(small.alpha_ ** -0.5, 0.05 * np.std(1e-3 * y_tr))
+    np.testing.assert_allclose(tiny.module_.output_map.scale.item(), expected, rtol=1e-3)
+        # beyond 1,000 input features the networks fit alone (no d x d covariance per output)
     wide = MTSGDRegressor(n_particles=2, max_epochs=1, random_state=0)
     wide.fit(rng.normal(size=(30, 1001)), rng.normal(size=30))
     assert wide.module_.output_map is None

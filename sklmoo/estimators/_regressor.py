@@ -125,12 +125,18 @@ class MTSGDRegressor(RegressorMixin, MTSGDNetBase):
         variance added to its own (reported as epistemic by :meth:`predict_uncertainty`).
         On near-linear tables the particles then only need to find the nonlinear rest: on
         the real-data panel it brought the regressor within 0.02 NLL of the best baseline
-        on 5 of 8 tables instead of 2 (``docs/benchmarks/panel.md``). None: the networks fit
+        on 5 of 8 tables instead of 2 (``docs/benchmarks/panel.md``; the networks alone are
+        the ``no_mean_function`` row of ``docs/benchmarks/panel_variants.md``), mean NLL
+        0.828 -> 0.810, but two tables got worse: mtcars 0.687 -> 0.867, hitters 0.810 ->
+        0.834. None: the networks fit
         the standardised targets alone. A continued fit (``warm_start``, ``partial_fit``)
         keeps the linear model of the fit it continues. The module holds it
         (:class:`~sklmoo.nn.LinearMean`), so ``save_params`` saves it. Used up to 1,000
-        (flattened) input features; with more (images, wide tables) the networks fit alone,
-        since the linear weights' covariance is features x features per output.
+        (flattened) input features (a 28 x 28 image has 784); with more (larger images, wide
+        tables) the networks fit alone, since the linear weights' covariance is features x
+        features per output: ``module_.output_map`` is then None. Cost: one
+        ``BayesianRidge`` per output before training, and the weight variance of every
+        mini-batch (quadratic in the number of features).
     max_epochs : int or 'auto', default='auto'
         As in the classifier: about 1000 optimiser steps (10 to 500 epochs), and with early
         stopping on the validation split (the default) up to three times that, at most 500
@@ -339,7 +345,9 @@ class MTSGDRegressor(RegressorMixin, MTSGDNetBase):
                 linear = BayesianRidge().fit(X[rows], np.asarray(targets[rows, t], np.float64))
                 weight[t], bias[t] = linear.coef_, linear.intercept_
                 center[t], covariance[t] = linear.X_offset_, linear.sigma_
-                scale[t] = max(np.sqrt(1.0 / linear.alpha_), RESIDUAL_SCALE_FLOOR)
+                # the floor is a fraction of the target's spread (1 when standardised)
+                spread = float(np.std(targets[rows, t])) or 1.0
+                scale[t] = max(np.sqrt(1.0 / linear.alpha_), RESIDUAL_SCALE_FLOOR * spread)
         mean.set(weight, bias, scale, center, covariance)
 
     def _member_losses(self, outputs, target):
@@ -474,7 +482,10 @@ class MTSGDRegressor(RegressorMixin, MTSGDNetBase):
         X : array-like
             Inputs, with the features seen in ``fit``.
         return_std : bool, default=False
-            Also return each particle's noise standard deviation.
+            Also return each particle's noise standard deviation (without the calibration
+            factor, and without the linear mean function's weight variance, which
+            :meth:`predict_uncertainty` counts as epistemic: with ``mean_function='linear'``
+            the members' noise and spread do not add up to ``predict``'s variance).
 
         Returns
         -------
@@ -496,7 +507,9 @@ class MTSGDRegressor(RegressorMixin, MTSGDNetBase):
         -------
         dict with ``'total'``, ``'aleatoric'`` and ``'epistemic'`` arrays shaped like ``y``:
         total = aleatoric (the particles' mean noise variance) + epistemic (the variance of the
-        particles' means), the law of total variance over the ensemble.
+        particles' means, plus the linear mean function's weight variance with
+        ``mean_function='linear'``), the law of total variance over the ensemble. Both parts
+        include the fitted ``variance_scale_``.
         """
         _, aleatoric, epistemic = (self._original_variance(v) if i else v
                                    for i, v in enumerate(self._ensemble_moments(X)))

@@ -201,9 +201,9 @@ class LinearMean(nn.Module):
     (:math:`L_t L_t^\top = \Sigma_t`, the weights' posterior covariance) and :math:`s_t` the
     scale of its residuals: each particle's mean and predictive standard deviation, and the
     part of its variance that comes from the linear weights (the same for every particle, so
-    that it can be reported as epistemic). Until :meth:`set` is called it maps m and
-    :math:`\sigma` to themselves (zero mean and variance, unit scale). Buffers: saved with the
-    module, never trained.
+    that it can be reported as epistemic). Until :meth:`set` is called it passes m and
+    :math:`\sigma` through and adds a channel of zeros (zero mean and variance, unit scale).
+    Buffers: saved with the module, never trained.
 
     Examples
     --------
@@ -227,12 +227,19 @@ class LinearMean(nn.Module):
 
     def set(self, weight, bias, scale=None, center=None, covariance=None):
         """Copy a fitted (n_tasks, in_features) weight and (n_tasks,) bias in, with the
-        residuals' (n_tasks,) ``scale`` and the weights' posterior covariance (n_tasks,
-        in_features, in_features) about the inputs' ``center`` (n_tasks, in_features), if
-        given."""
+        residuals' (n_tasks,) ``scale``, the inputs' ``center`` (n_tasks, in_features) and the
+        weights' posterior covariance about it (n_tasks, in_features, in_features), if given.
+        The mean is kept as its value at the center plus the weights times ``x - center``, so
+        that inputs far from the origin do not lose float32 precision."""
         with torch.no_grad():
-            self.weight.copy_(torch.as_tensor(weight, dtype=self.weight.dtype))
-            self.bias.copy_(torch.as_tensor(bias, dtype=self.bias.dtype))
+            w = torch.as_tensor(weight, dtype=torch.float64)
+            c = (torch.zeros_like(w) if center is None
+                 else torch.as_tensor(center, dtype=torch.float64))
+            self.weight.copy_(w.to(self.weight.dtype))
+            self.center.copy_(c.to(self.center.dtype))
+            # the mean at the center: bias + w . c, in float64
+            self.bias.copy_((torch.as_tensor(bias, dtype=torch.float64)
+                             + (w * c).sum(-1)).to(self.bias.dtype))
             if scale is not None:
                 self.scale.copy_(torch.as_tensor(scale, dtype=self.scale.dtype))
             if covariance is not None:
@@ -242,14 +249,13 @@ class LinearMean(nn.Module):
                 vals, vecs = torch.linalg.eigh((cov + cov.transpose(-1, -2)) / 2)
                 root = vecs * vals.clamp(min=0).sqrt()[..., None, :]
                 self.factor.copy_(root.to(self.factor.dtype))
-                self.center.copy_(torch.as_tensor(center, dtype=self.center.dtype))
             self.fitted.fill_(True)
 
     def moments(self, x):
         """The linear mean and its posterior variance, (batch, n_tasks) each."""
         x = x.reshape(x.shape[0], -1).to(self.weight.dtype)
-        mean = x @ self.weight.T + self.bias
         centred = x[:, None, :] - self.center[None]                         # (batch, T, d)
+        mean = torch.einsum("btd,td->bt", centred, self.weight) + self.bias
         variance = torch.einsum("btd,tde->bte", centred, self.factor).pow(2).sum(-1)
         return mean, variance
 
