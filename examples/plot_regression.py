@@ -44,7 +44,7 @@ ax.scatter(x[:, 0], y, s=8, color="black", label="training data")
 ax.set(ylabel="y")
 ax.legend(loc="upper left", fontsize="small")
 parts_ax.plot(grid[:, 0], np.sqrt(parts["epistemic"]), color="tab:red",
-              label="epistemic std (particles disagree)")
+              label="epistemic std (particles disagree; linear weights)")
 parts_ax.plot(grid[:, 0], np.sqrt(parts["aleatoric"]), color="tab:green",
               label="aleatoric std (learned noise)")
 for lo, hi in ((-3, -1), (1, 3)):
@@ -55,7 +55,9 @@ fig.tight_layout()
 
 # %%
 # The learned noise is the data's (0.1); the particles (grey) agree on the data and fan out in
-# the gap and beyond it, which is where the interval widens.
+# the gap and beyond it, which is where the interval widens. Under them is the default linear
+# mean function (a BayesianRidge), whose weight uncertainty also grows away from the data and
+# counts as epistemic.
 print("learned noise std:", np.sqrt(parts["aleatoric"]).mean().round(3))
 
 # %%
