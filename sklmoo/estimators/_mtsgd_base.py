@@ -36,7 +36,6 @@ class MTSGDNetBase(SklmooNetMixin, NeuralNet):
     #: fit may run up to three times the ~1000-step budget, at most 500 epochs (``max_epochs``)
     _auto_extension = 3
 
-
     _member_kind = "particle"
     #: the task_normalization values this estimator's losses allow
     _task_normalizations = TASK_NORMALIZATIONS
@@ -235,7 +234,8 @@ class MTSGDNetBase(SklmooNetMixin, NeuralNet):
         return None
 
     def _fit_mean_function(self, X, targets):
-        """Fit the prior mean function on the training rows of a new fit (no-op here)."""
+        """Fit the prior mean function of a new fit on its rows ``X``, ``targets`` (every row
+        with a target, the validation rows included; no-op here)."""
 
     def initialize_module(self):
         """Build the M-particle network from the trunk and the targets seen in ``fit``."""
