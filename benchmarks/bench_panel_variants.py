@@ -33,6 +33,9 @@ training target's standard deviation, mean over outputs and seeds 0-2). Variants
   keeping the one whose calibrated prediction has the lowest NLL on the validation rows. The
   same run records each candidate on its own (rows ``clf_l2e_prior=<value>``; 1.0 is the
   default);
+* ``previous_default``: ``lr=1e-3`` with the early-stopping patience a fifth of the epoch
+  budget (``callbacks__early_stopping__patience='auto'``), the defaults before ``lr=1e-2``
+  and a patience of 30 epochs; ``lr1e-3`` and ``patience_auto`` change one of the two;
 * ``particles10``, ``parameter_kernel``, ``mgda``, ``lr3e-3``, ``prior0``, ``prior10``,
   ``hidden32``: one parameter changed (10 particles; ``kernel='parameter'``;
   ``method='mgda'``; ``lr=3e-3``; ``prior_precision=0`` and ``10``; one hidden layer of 32
@@ -57,7 +60,10 @@ from sklmoo._io import atomic_write_text
 VARIANTS = {
     "default": {}, "refit": {}, "particles10": dict(n_particles=10),
     "parameter_kernel": dict(kernel="parameter"), "mgda": dict(method="mgda"),
-    "lr3e-3": dict(lr=3e-3), "prior0": dict(prior_precision=0.0),
+    "lr1e-3": dict(lr=1e-3), "lr3e-3": dict(lr=3e-3),
+    "patience_auto": dict(callbacks__early_stopping__patience="auto"),
+    "previous_default": dict(lr=1e-3, callbacks__early_stopping__patience="auto"),
+    "prior0": dict(prior_precision=0.0),
     "prior10": dict(prior_precision=10.0),
     "hidden32": dict(module__hidden_units=(32,)), "nocal": dict(calibration=None),
     "no_mean_function": dict(mean_function=None), "heteroscedastic": dict(heteroscedastic=True),

@@ -35,6 +35,8 @@ class MTSGDNetBase(SklmooNetMixin, NeuralNet):
     #: 'auto' budgets: while early stopping on the validation split sees the loss improve, the
     #: fit may run up to three times the ~1000-step budget, at most 500 epochs (``max_epochs``)
     _auto_extension = 3
+    #: the default early-stopping callback's patience ('auto': a fifth of the unextended budget)
+    _default_patience = "auto"
 
     _member_kind = "particle"
     #: the task_normalization values this estimator's losses allow
@@ -208,7 +210,7 @@ class MTSGDNetBase(SklmooNetMixin, NeuralNet):
         without a validation split; ``callbacks__early_stopping=None`` turns it off,
         ``callbacks__early_stopping__patience=20`` sets it)."""
         return [*super().get_default_callbacks(),
-                ("early_stopping", RestoreBestEarlyStopping())]
+                ("early_stopping", RestoreBestEarlyStopping(patience=self._default_patience))]
 
     def validation_step(self, batch, **fit_params):
         """The validation loss is the negative log-likelihood of the particles' pooled
