@@ -104,16 +104,16 @@ class MTSGDRegressor(RegressorMixin, MTSGDNetBase):
         are optimistically small, and a handful of them cannot show that the intervals are too
         wide. With 50 rows a narrowing must exceed a factor 1.5 to count, with 2,000 rows 1.07.
         On the real-data panel this lowered the mean test NLL over the 8 regression tables from
-        0.822 to 0.810 (concrete 0.383 -> 0.302) and raised no table's by more than 0.003
+        0.821 to 0.807 (mtcars 1.058 -> 1.000, concrete 0.240 -> 0.220) and raised no table's
         (``docs/benchmarks/panel_variants.md``).
         ``predict(X, return_std=True)`` and ``predict_uncertainty`` (both parts) include it;
         ``predict_members`` does not. Without a validation split the factors stay 1.
     prior_precision : float, default=1.0
         As in the classifier: weight decay ``prior_precision / n_train``. On by default for
-        the regressor: without it the test NLL on the panel's mtcars, airquality and hitters
-        rose (0.867 -> 0.921, 1.551 -> 1.732, 0.834 -> 0.850, standardised units), the other
-        tables moved by at most 0.002. A 10 times stronger prior brought airquality below the
-        constant predictor (1.461) and hitters to 0.801 but cost concrete (0.302 -> 0.355)
+        the regressor: without it the test NLL on the panel's airquality, penguins_size,
+        hitters and concrete rose (1.511 -> 1.573, above the constant predictor's 1.536;
+        0.453 -> 0.482; 0.807 -> 0.829; 0.220 -> 0.236, standardised units), while mtcars
+        improved (1.000 -> 0.861). A 10 times stronger prior cost concrete (0.220 -> 0.294)
         (``docs/benchmarks/panel_variants.md``).
     mean_function : {'linear'} or None, default='linear'
         'linear': the particles fit what a Bayesian linear model leaves over, as a Gaussian
@@ -124,11 +124,11 @@ class MTSGDRegressor(RegressorMixin, MTSGDNetBase):
         units of the linear model's residual scale, with the linear weights' posterior
         variance added to its own (reported as epistemic by :meth:`predict_uncertainty`).
         On near-linear tables the particles then only need to find the nonlinear rest: on
-        the real-data panel it brought the regressor within 0.02 NLL of the best baseline
-        on 5 of 8 tables instead of 2 (``docs/benchmarks/panel.md``; the networks alone are
-        the ``no_mean_function`` row of ``docs/benchmarks/panel_variants.md``), mean NLL
-        0.828 -> 0.810, but two tables got worse: mtcars 0.687 -> 0.867, hitters 0.810 ->
-        0.834. None: the networks fit
+        the real-data panel the regressor is within 0.02 NLL of the best baseline on 6 of 8
+        tables, the networks alone on none (``docs/benchmarks/panel.md``; the networks alone
+        are the ``no_mean_function`` row of ``docs/benchmarks/panel_variants.md``), mean NLL
+        0.838 -> 0.807; airquality is the exception (1.366 alone, 1.511 with it). None: the
+        networks fit
         the standardised targets alone. A continued fit (``warm_start``, ``partial_fit``)
         keeps the linear model of the fit it continues. The module holds it
         (:class:`~sklmoo.nn.LinearMean`), so ``save_params`` saves it. Used up to 1,000
@@ -141,10 +141,10 @@ class MTSGDRegressor(RegressorMixin, MTSGDNetBase):
         As in the classifier: about 1000 optimiser steps (10 to 500 epochs), and with early
         stopping on the validation split (the default) up to three times that, at most 500
         epochs, while the validation loss still improves; ``max_epochs_`` holds that extended
-        budget and the patience stays a fifth of the unextended one. On larger tables this
+        budget (the early stopping's patience is 30 epochs, see ``lr``). On larger tables this
         matters: on 4,000 rows of the SARCOS stand-in (7 outputs, 3 seeds) the 20-epoch budget
-        ended still-improving fits at a test MSE of 0.093 (standardised); extended to 60
-        epochs, 0.038, at 2.9 times the fit time, and still improving
+        ended still-improving fits at a test MSE of 0.037 (standardised); extended to 60
+        epochs, 0.025, at 2.6 times the fit time, and still improving
         (``docs/benchmarks/auto_budget.md``): watch ``history[-1, 'best_epoch']``.
     train_split : callable or None, default=ValidationSplit()
         As in the classifier (without stratification): 20 % of the rows held out drive early

@@ -149,7 +149,8 @@ class RestoreBestEarlyStopping(EarlyStopping):
     monitor : str, default='valid_loss'
     patience : int or 'auto', default='auto'
         Epochs without improvement before stopping; 'auto': a fifth of the fit's epoch budget
-        (with ``max_epochs='auto'``, of the unextended one), at least 5.
+        (with ``max_epochs='auto'``, of the unextended one), at least 5. The classifier's
+        default callback uses 'auto', the regressor's 30.
     threshold, threshold_mode, lower_is_better, sink
         As in skorch's ``EarlyStopping``.
     load_best : bool, default=True
