@@ -130,6 +130,23 @@ def test_clone_pickle_save_params_and_determinism(tmp_path, linnerud):
     assert clone(a).set_params(heteroscedastic=True).get_params()["heteroscedastic"] is True
 
 
+def test_load_params_across_mean_functions_names_the_mismatch(tmp_path, linnerud):
+    # parameters saved with the linear mean function cannot go into a module without one
+    # (and back): a ValueError that says so, and the estimator it was tried on is unchanged
+    X, y = linnerud
+    linear = _small().fit(X, y)
+    alone = _small(mean_function=None).fit(X, y)
+    linear.save_params(f_params=tmp_path / "linear.pt")
+    alone.save_params(f_params=tmp_path / "alone.pt")
+    for target, path in ((alone, "linear.pt"), (linear, "alone.pt")):
+        before = target.predict(X, return_std=True)
+        with pytest.raises(ValueError, match="mean_function"):
+            target.load_params(f_params=tmp_path / path)
+        after = target.predict(X, return_std=True)
+        np.testing.assert_array_equal(after[0], before[0])
+        np.testing.assert_array_equal(after[1], before[1])
+
+
 def test_pipelines_cross_validation_and_search():
     X, y = load_diabetes(return_X_y=True)
     pipe = make_pipeline(StandardScaler(), _small(max_epochs=20, lr=1e-2))

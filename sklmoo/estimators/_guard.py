@@ -331,7 +331,23 @@ class SklmooNetMixin:
         -------
         self
         """
-        super().load_params(*args, **kwargs)
+        module = getattr(self, "module_", None)
+        saved = ({k: v.detach().clone() for k, v in module.state_dict().items()}
+                 if isinstance(module, torch.nn.Module) else None)
+        try:
+            super().load_params(*args, **kwargs)
+        except RuntimeError as err:
+            # torch copies the matching tensors before it reports the mismatched keys: put the
+            # fitted module back so that a failed load leaves the estimator as it was
+            if saved is not None:
+                module.load_state_dict(saved)
+            if "output_map." in str(err):
+                raise ValueError(
+                    "the saved parameters and this estimator differ in mean_function (one holds "
+                    "a linear mean function, module_.output_map, the other not): fit this "
+                    "estimator with the mean_function of the one that saved them, then load; "
+                    f"the estimator is unchanged ({err})") from err
+            raise
         if kwargs.get("f_params") is not None or kwargs.get("checkpoint") is not None:
             self._after_load_params()
         return self
