@@ -36,6 +36,9 @@ training target's standard deviation, mean over outputs and seeds 0-2). Variants
 * ``previous_default``: ``lr=1e-3`` with the early-stopping patience a fifth of the epoch
   budget (``callbacks__early_stopping__patience='auto'``), the defaults before ``lr=1e-2``
   and a patience of 30 epochs; ``lr1e-3`` and ``patience_auto`` change one of the two;
+* ``fixed_budget``: the 'auto' budget without the extension (~1000 steps; the default may run
+  on to three times that, at most 500 epochs, while early stopping sees the validation loss
+  improve);
 * ``particles10``, ``parameter_kernel``, ``mgda``, ``lr3e-3``, ``prior0``, ``prior10``,
   ``hidden32``: one parameter changed (10 particles; ``kernel='parameter'``;
   ``method='mgda'``; ``lr=3e-3``; ``prior_precision=0`` and ``10``; one hidden layer of 32
@@ -63,6 +66,7 @@ VARIANTS = {
     "lr1e-3": dict(lr=1e-3), "lr3e-3": dict(lr=3e-3),
     "patience_auto": dict(callbacks__early_stopping__patience="auto"),
     "previous_default": dict(lr=1e-3, callbacks__early_stopping__patience="auto"),
+    "fixed_budget": {},
     "prior0": dict(prior_precision=0.0),
     "prior10": dict(prior_precision=10.0),
     "hidden32": dict(module__hidden_units=(32,)), "nocal": dict(calibration=None),
@@ -140,8 +144,10 @@ def _fit(variant, seed, X, y):
                              ("model", MTSGDRegressor(random_state=seed))]).fit(X, y)
         finally:
             reg.NARROWING_MARGIN = margin
-    pipe = Pipeline([("scale", StandardScaler()),
-                     ("model", MTSGDRegressor(random_state=seed, **params))]).fit(X, y)
+    model = MTSGDRegressor(random_state=seed, **params)
+    if variant == "fixed_budget":
+        model._auto_extension = 1        # the 'auto' budget without the extension
+    pipe = Pipeline([("scale", StandardScaler()), ("model", model)]).fit(X, y)
     if variant != "refit":
         return pipe
     first = pipe[-1]

@@ -72,10 +72,11 @@ class MTSGDRegressor(RegressorMixin, MTSGDNetBase):
         drive (``smooth_drive=True``, which blurred the particles' fits: average error 0.023
         against 0.020 on the SARCOS stand-in in an earlier run of
         ``benchmarks/bench_regression.py``). With the default own-gradient drive the two
-        kernels tie: average error 0.025 for both on the SARCOS stand-in
-        (``docs/benchmarks/regression.md``, 3 seeds) and within 0.01 NLL on every table of
-        the real-data panel (``docs/benchmarks/panel_variants.md``), the parameter kernel
-        at about 0.7x the time per fit.
+        kernels tie on the SARCOS stand-in at ``lr=1e-3``: average error 0.025 for both
+        (``docs/benchmarks/regression.md``, 3 seeds). At the default ``lr=1e-2`` the parameter
+        kernel was 0.04-0.06 NLL worse on the real-data panel's hitters and concrete tables and
+        within 0.01 elsewhere, at about 0.66x the time per fit
+        (``docs/benchmarks/panel_variants.md``).
     smooth_drive, bandwidth, repulsion, head_repulsion, warmup_epochs, input_shape
         As in :class:`~sklmoo.MTSGDMultiTaskClassifier`.
     task_normalization : {'none', 'l2'}, default='none'
@@ -104,7 +105,7 @@ class MTSGDRegressor(RegressorMixin, MTSGDNetBase):
         are optimistically small, and a handful of them cannot show that the intervals are too
         wide. With 50 rows a narrowing must exceed a factor 1.5 to count, with 2,000 rows 1.07.
         On the real-data panel this lowered the mean test NLL over the 8 regression tables from
-        0.821 to 0.807 (mtcars 1.058 -> 1.000, concrete 0.240 -> 0.220) and raised no table's
+        0.821 to 0.807 (mtcars 1.058 -> 1.000, concrete 0.240 -> 0.220) and raised no table's NLL
         (``docs/benchmarks/panel_variants.md``).
         ``predict(X, return_std=True)`` and ``predict_uncertainty`` (both parts) include it;
         ``predict_members`` does not. Without a validation split the factors stay 1.
@@ -144,7 +145,7 @@ class MTSGDRegressor(RegressorMixin, MTSGDNetBase):
         budget (the early stopping's patience is 30 epochs, see ``lr``). On larger tables this
         matters: on 4,000 rows of the SARCOS stand-in (7 outputs, 3 seeds) the 20-epoch budget
         ended still-improving fits at a test MSE of 0.037 (standardised); extended to 60
-        epochs, 0.025, at 2.6 times the fit time, and still improving
+        epochs, 0.025, at 2.6 times the fit time, the best epoch 58-60
         (``docs/benchmarks/auto_budget.md``): watch ``history[-1, 'best_epoch']``.
     train_split : callable or None, default=ValidationSplit()
         As in the classifier (without stratification): 20 % of the rows held out drive early
