@@ -230,6 +230,15 @@ def test_divergence_and_incompatible_continuation(linnerud):
     np.testing.assert_array_equal(before, reg.predict(X))
     reg.fit(X, y)                                          # same outputs: continues
     assert len(reg.history) == 10
+    # a mean function switched on or off between fits: the particles cannot continue
+    for first, then in (("linear", None), (None, "linear")):
+        reg = _small(warm_start=True, mean_function=first).fit(X, y)
+        before = reg.predict(X)
+        reg.set_params(mean_function=then)
+        for call in (reg.fit, reg.partial_fit):
+            with pytest.raises(ValueError, match="cannot continue the particles.*mean_function"):
+                call(X, y)
+            np.testing.assert_array_equal(before, reg.predict(X))
     with pytest.raises(ValueError, match="heteroscedastic"):
         _small(heteroscedastic="yes").fit(X, y)
 

@@ -131,7 +131,8 @@ class MTSGDRegressor(RegressorMixin, MTSGDNetBase):
         0.838 -> 0.807; airquality is the exception (1.366 alone, 1.511 with it). None: the
         networks fit
         the standardised targets alone. A continued fit (``warm_start``, ``partial_fit``)
-        keeps the linear model of the fit it continues. The module holds it
+        keeps the linear model of the fit it continues; switching ``mean_function`` on or off
+        between the two is a ``ValueError``. The module holds it
         (:class:`~sklmoo.nn.LinearMean`), so ``save_params`` saves it. Used up to 1,000
         (flattened) input features (a 28 x 28 image has 784); with more (larger images, wide
         tables) the networks fit alone, since the linear weights' covariance is features x
@@ -313,6 +314,15 @@ class MTSGDRegressor(RegressorMixin, MTSGDNetBase):
             raise ValueError(f"cannot continue the particles: they were fitted on "
                              f"{self.n_outputs_} output(s); this y has {arr.shape[1]}. Set "
                              "warm_start=False to start new particles")
+        fitted_with = "'linear'" if self.module_.output_map is not None else "None"
+        wanted = self._output_map() is not None
+        if wanted != (self.module_.output_map is not None):
+            raise ValueError(
+                f"cannot continue the particles: they were fitted with mean_function="
+                f"{fitted_with} and this estimator now has mean_function="
+                f"{self.mean_function!r}; set it back, or "
+                + ("fit anew" if partial else "set warm_start=False")
+                + " to start new particles")
         # the standardisation of the first fit stays: the heads were trained in its units
         return self._standardise(arr)
 
