@@ -314,9 +314,9 @@ class MTSGDRegressor(RegressorMixin, MTSGDNetBase):
             raise ValueError(f"cannot continue the particles: they were fitted on "
                              f"{self.n_outputs_} output(s); this y has {arr.shape[1]}. Set "
                              "warm_start=False to start new particles")
-        fitted_with = "'linear'" if self.module_.output_map is not None else "None"
-        wanted = self._output_map() is not None
-        if wanted != (self.module_.output_map is not None):
+        fitted_linear = self.module_.output_map is not None
+        if self._uses_linear_mean() != fitted_linear:
+            fitted_with = "'linear'" if fitted_linear else "None"
             raise ValueError(
                 f"cannot continue the particles: they were fitted with mean_function="
                 f"{fitted_with} and this estimator now has mean_function="
@@ -340,11 +340,16 @@ class MTSGDRegressor(RegressorMixin, MTSGDNetBase):
             return StackedGaussianHead(n_particles, n_features, heteroscedastic=heteroscedastic)
         return gaussian_head
 
+    def _uses_linear_mean(self):
+        """Whether a module built now gets the linear mean function (``mean_function`` and
+        at most ``LINEAR_MEAN_MAX_FEATURES`` flattened input features)."""
+        return (self.mean_function is not None
+                and int(np.prod(self.input_shape_)) <= LINEAR_MEAN_MAX_FEATURES)
+
     def _output_map(self):
-        n_features = int(np.prod(self.input_shape_))
-        if self.mean_function is None or n_features > LINEAR_MEAN_MAX_FEATURES:
+        if not self._uses_linear_mean():
             return None
-        return LinearMean(n_features, self.n_outputs_)
+        return LinearMean(int(np.prod(self.input_shape_)), self.n_outputs_)
 
     def _fit_mean_function(self, X, targets):
         """A new fit's linear mean function: per output, a :class:`BayesianRidge` (evidence-
