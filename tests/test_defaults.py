@@ -16,7 +16,7 @@ from sklmoo.estimators import ValidationSplit
 from sklmoo.estimators._l2e_classifier import TEMPERATURE_PRIOR_CENTER
 from sklmoo.metrics import gaussian_nll, negative_log_likelihood
 from sklmoo.metrics._recalibration import (apply_temperature, fit_temperature,
-                                           fit_variance_scale)
+                                           fit_variance_scale, pool_log_linear)
 
 
 def _scaled(load):
@@ -119,6 +119,84 @@ def test_temperature_prior_centre_shrinks_small_samples_towards_it():
     y = np.array([rng.choice(3, p=p) for p in proba])
     t1, t085 = (fit_temperature(proba, y, prior_center=c) for c in (1.0, 0.85))
     assert abs(t1 - 1) < 0.1 and abs(t085 - t1) < 0.01
+
+
+def _softmax(z):
+    z = z - z.max(axis=-1, keepdims=True)
+    return np.exp(z) / np.exp(z).sum(axis=-1, keepdims=True)
+
+
+def test_log_linear_pool_is_the_softmax_of_the_averaged_logits():
+    rng = np.random.default_rng(0)
+    logits = rng.normal(size=(5, 40, 4)) * 3
+    members = _softmax(logits)
+    np.testing.assert_allclose(pool_log_linear(members), _softmax(logits.mean(axis=0)),
+                               atol=1e-12)
+    # members that agree pool to themselves
+    np.testing.assert_allclose(pool_log_linear(np.repeat(members[:1], 3, axis=0)), members[0],
+                               atol=1e-12)
+    # a class that one member rules out stays unlikely, unlike in the average
+    two = np.array([[[0.5, 0.5 - 1e-6, 1e-6]], [[0.5, 1e-6, 0.5 - 1e-6]]])
+    pooled = pool_log_linear(two)[0]
+    assert pooled[0] > 0.99 and two.mean(axis=0)[0, 0] == pytest.approx(0.5)
+
+
+@pytest.mark.parametrize("power, direction", [(3.0, "over"), (0.3, "under")])
+def test_tempered_log_linear_pool_lowers_held_out_nll(power, direction):
+    # five members that each see the true logits plus their own noise, all too sharp (power
+    # 3) or too flat (0.3): the tempered pool beats the untempered one on new rows
+    rng = np.random.default_rng(1)
+    true = rng.normal(size=(4000, 3)) * 2
+    y = np.array([rng.choice(3, p=p) for p in _softmax(true)])
+    members = _softmax(power * (true[None] + 0.7 * rng.normal(size=(5,) + true.shape)))
+    pooled = pool_log_linear(members)
+    t = fit_temperature(pooled[:2000], y[:2000])
+    assert (t > 1) if direction == "over" else (t < 1)
+    assert (negative_log_likelihood(y[2000:], apply_temperature(pooled[2000:], t))
+            < negative_log_likelihood(y[2000:], pooled[2000:]) - 0.02)
+
+
+@pytest.mark.parametrize("calibration", ["logit_temperature", "temperature"])
+def test_classifier_tempers_its_pool_as_fitted_on_the_validation_rows(calibration):
+    # an independent reference from the particles' own probabilities: pool them (log-linearly
+    # or by averaging), fit the temperature on the validation rows, temper
+    X, y = _scaled(load_wine)
+    clf = MTSGDMultiTaskClassifier(n_particles=3, max_epochs=30, calibration=calibration,
+                                   random_state=0).fit(X, y)
+    members = clf.predict_proba_members(X)
+    pooled = (_softmax(np.log(members).mean(axis=0)) if calibration == "logit_temperature"
+              else members.mean(axis=0))
+    rows = _valid_rows(clf, X, y)
+    t = fit_temperature(pooled[rows], y[rows])
+    np.testing.assert_allclose(clf.temperature_, [t], rtol=1e-6)
+    expected = _softmax(np.log(pooled) / t)
+    np.testing.assert_allclose(clf.predict_proba(X), expected, atol=1e-9)
+    np.testing.assert_array_equal(clf.predict(X), clf.classes_[expected.argmax(axis=1)])
+    # the fitted temperature can only lower the validation NLL of the pool (prior centred at 1)
+    assert (negative_log_likelihood(y[rows], clf.predict_proba(X[rows]))
+            <= negative_log_likelihood(y[rows], pooled[rows]))
+
+
+def test_saved_parameters_carry_how_the_temperatures_pool(tmp_path):
+    import torch
+
+    X, y = _scaled(load_wine)
+    logit = MTSGDMultiTaskClassifier(n_particles=3, max_epochs=20, random_state=0).fit(X, y)
+    logit.save_params(f_params=tmp_path / "logit.pt")
+    other = MTSGDMultiTaskClassifier(n_particles=3, max_epochs=1, calibration="temperature",
+                                     random_state=1).fit(X, y)
+    other.load_params(f_params=tmp_path / "logit.pt")
+    np.testing.assert_allclose(other.predict_proba(X), logit.predict_proba(X), atol=1e-12)
+    np.testing.assert_array_equal(other.temperature_, logit.temperature_)
+    # parameters saved before the pooling was recorded: the averaged probabilities
+    state = torch.load(tmp_path / "logit.pt")
+    del state["recalibration_pool"]
+    torch.save(state, tmp_path / "older.pt")
+    other.load_params(f_params=tmp_path / "older.pt")
+    np.testing.assert_allclose(
+        other.predict_proba(X),
+        apply_temperature(logit.predict_proba_members(X).mean(axis=0), logit.temperature_[0]),
+        atol=1e-12)
 
 
 # -- the validation split --------------------------------------------------------------------
@@ -233,6 +311,9 @@ def test_no_split_means_no_calibration_and_every_row():
     clf = MTSGDMultiTaskClassifier(n_particles=2, max_epochs=3, train_split=None,
                                    random_state=0).fit(X, y)
     assert clf.n_train_ == 150 and clf.n_valid_ == 0 and clf.temperature_.tolist() == [1.0]
+    # nothing to calibrate on: the particles' average, not their (sharper) log-linear pool
+    np.testing.assert_allclose(clf.predict_proba(X), clf.predict_proba_members(X).mean(axis=0),
+                               atol=1e-12)
     assert len(clf.history) == 3 and "valid_loss" not in clf.history[-1]
     l2e = L2ESamplerClassifier(max_epochs=4, n_draws=2, train_split=None,
                                random_state=0).fit(X, y)
