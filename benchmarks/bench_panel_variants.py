@@ -26,7 +26,8 @@ training target's standard deviation, mean over outputs and seeds 0-2). Variants
 * ``clf_default`` / ``clf_nocal`` / ``clf_temperature``: ``MTSGDMultiTaskClassifier`` at its
   defaults / with ``calibration=None`` / with ``calibration='temperature'`` (the temperature on
   the particles' averaged probabilities instead of their log-linear pool, the default before)
-  on the classification tables (test NLL of ``predict_proba``);
+  on the classification tables (test NLL of ``predict_proba``, and a second table of its
+  15-bin top-label ECE, the panel's metric);
 * ``clf_fixed_budget``: the classifier's 'auto' budget without the extension (~1000 steps;
   the default now may run on to three times that, at most 500 epochs, while early stopping
   sees the validation loss improve).
@@ -86,7 +87,7 @@ CLF_TABLES = [t[0] for t in bp.TABLES if t[1] == "classification"]
 CLF_MTSGD_ROWS = ("clf_default", "clf_nocal", "clf_temperature", "clf_fixed_budget")
 
 
-def _classifier_nll(variant, seed, table, X, y):
+def _classifier_metrics(variant, seed, table, X, y):
     from sklmoo import MTSGDMultiTaskClassifier
     X_tr, X_te, y_tr, y_te = bp.split_table(table, X, y, seed)
     model = MTSGDMultiTaskClassifier(random_state=seed, **VARIANTS[variant])
@@ -95,8 +96,9 @@ def _classifier_nll(variant, seed, table, X, y):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         pipe = Pipeline([("scale", StandardScaler()), ("model", model)]).fit(X_tr, y_tr)
-    return float(negative_log_likelihood(y_te, pipe.predict_proba(X_te),
-                                         labels=pipe[-1].classes_))
+    # the panel's metrics (NLL, 15-bin top-label ECE)
+    m = bp._classification_metrics(y_te, pipe.predict_proba(X_te), pipe[-1].classes_)
+    return m["nll"], m["ece"]
 
 
 def _l2e_prior_selection(table, X, y):
@@ -167,7 +169,7 @@ def _fit(variant, seed, X, y):
 def run(variants):
     results = {}
     for variant in variants:
-        start, per_table = time.perf_counter(), {}
+        start, per_table, ece = time.perf_counter(), {}, {}
         for table in (CLF_TABLES if variant.startswith("clf_") else TABLES):
             X, _, y = bp.load_table(table)
             if variant == "clf_l2e_prior_by_validation":
@@ -179,7 +181,9 @@ def run(variants):
                     row["seconds"] += secs[c]
                 continue
             if variant.startswith("clf_"):
-                per_table[table] = [_classifier_nll(variant, s, table, X, y) for s in bp.SEEDS]
+                nll_ece = [_classifier_metrics(variant, s, table, X, y) for s in bp.SEEDS]
+                per_table[table] = [v[0] for v in nll_ece]
+                ece.setdefault(table, [v[1] for v in nll_ece])
                 continue
             nlls = []
             for seed in bp.SEEDS:
@@ -194,6 +198,8 @@ def run(variants):
                 nlls.append(bp._regression_metrics(y_te, pred, y_tr.std(0))["nll"])
             per_table[table] = nlls
         results[variant] = dict(nll=per_table, seconds=time.perf_counter() - start)
+        if ece:
+            results[variant]["ece"] = ece
         print(variant, {t: round(float(np.mean(v)), 3) for t, v in per_table.items()},
               f"{results[variant]['seconds']:.0f} s", flush=True)
     return results
@@ -228,6 +234,16 @@ def write(results):
                   "| variant | " + " | ".join(CLF_TABLES) + " | mean | tables better than "
                   "clf_default | time, all fits (s) |", "|---|" + "---|" * (len(CLF_TABLES) + 3)]
         table(CLF_TABLES, list(CLF_MTSGD_ROWS), "clf_default")
+        with_ece = [v for v in CLF_MTSGD_ROWS if "ece" in results.get(v, {})]
+        if with_ece:
+            lines += ["", "MTSGDMultiTaskClassifier, test ECE % (15 bins, as the panel; mean "
+                      "over seeds per table):", "",
+                      "| variant | " + " | ".join(CLF_TABLES) + " | median over tables |",
+                      "|---|" + "---|" * (len(CLF_TABLES) + 1)]
+            for v in with_ece:
+                per = [100 * float(np.mean(results[v]["ece"][t])) for t in CLF_TABLES]
+                lines.append(f"| {v} | " + " | ".join(f"{e:.1f}" for e in per)
+                             + f" | {np.median(per):.2f} |")
     l2e_rows = [f"clf_l2e_prior={c:g}" for c in L2E_PRIOR_CANDIDATES]
     if "clf_l2e_prior_by_validation" in results:
         lines += ["", "L2ESamplerClassifier, test NLL on the classification tables "

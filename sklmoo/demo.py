@@ -64,7 +64,9 @@ def ensemble_report(clf, Xt, yt):
     labels = [np.arange(p.shape[1]) for p in proba]
     acc = [float((pred[:, t] == yt[:, t]).mean()) for t in range(yt.shape[1])]
     gap = [float(p.max(1).mean()) - a for p, a in zip(proba, acc)]
-    raw_gap = [float(p.max(1).mean()) - a for p, a in zip(raw, acc)]
+    # the average's own argmax: the default log-linear pool can pick another label
+    raw_gap = [float(p.max(1).mean() - (p.argmax(1) == yt[:, t]).mean())
+               for t, p in enumerate(raw)]
     member_ece = float(np.mean([expected_calibration_error(yt[:, t], m, labels=labels[t])
                                 for t, mem in enumerate(members) for m in mem]))
     epi = clf.predict_uncertainty(Xt)["epistemic"].reshape(len(Xt), -1).mean(1)
@@ -182,7 +184,8 @@ def _print_multi_digits(rows):
         print("Before recalibration every ensemble here is underconfident (negative raw gap): "
               "averaging the particles lowers confidence below accuracy, so more diversity "
               "cannot help ECE (member ECE: the particles' own, on average); the temperature "
-              "fitted on held-out images corrects most of it.")
+              "fitted on held-out images (on the particles' log-linear pool, by default) "
+              "corrects most of it.")
     elif min(gaps) > 0:
         print("Before recalibration every ensemble here is overconfident (positive raw gap): "
               "the regime where diversity between particles can improve calibration.")

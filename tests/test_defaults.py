@@ -166,6 +166,8 @@ def test_classifier_tempers_its_pool_as_fitted_on_the_validation_rows(calibratio
     members = clf.predict_proba_members(X)
     pooled = (_softmax(np.log(members).mean(axis=0)) if calibration == "logit_temperature"
               else members.mean(axis=0))
+    # the particles disagree enough for the two pools to differ
+    assert np.abs(_softmax(np.log(members).mean(axis=0)) - members.mean(axis=0)).max() > 1e-3
     rows = _valid_rows(clf, X, y)
     t = fit_temperature(pooled[rows], y[rows])
     np.testing.assert_allclose(clf.temperature_, [t], rtol=1e-6)
@@ -181,7 +183,10 @@ def test_saved_parameters_carry_how_the_temperatures_pool(tmp_path):
     import torch
 
     X, y = _scaled(load_wine)
-    logit = MTSGDMultiTaskClassifier(n_particles=3, max_epochs=20, random_state=0).fit(X, y)
+    assert MTSGDMultiTaskClassifier().calibration == "logit_temperature"      # the default
+    logit = MTSGDMultiTaskClassifier(n_particles=3, max_epochs=20, random_state=0,
+                                     calibration="logit_temperature").fit(X, y)
+    assert logit.module_.recalibration_pool.tolist() == [1.0]
     logit.save_params(f_params=tmp_path / "logit.pt")
     other = MTSGDMultiTaskClassifier(n_particles=3, max_epochs=1, calibration="temperature",
                                      random_state=1).fit(X, y)
@@ -197,6 +202,56 @@ def test_saved_parameters_carry_how_the_temperatures_pool(tmp_path):
         other.predict_proba(X),
         apply_temperature(logit.predict_proba_members(X).mean(axis=0), logit.temperature_[0]),
         atol=1e-12)
+
+
+def test_predict_is_the_most_probable_label_of_the_log_linear_pool():
+    # three particles on one row: one sure of class 0, two leaning to class 1. Their average
+    # says 1; their log-linear pool says 0 (the first particle all but rules class 1 out)
+    import torch
+
+    X, y = _scaled(load_breast_cancer)
+    clf = MTSGDMultiTaskClassifier(n_particles=3, max_epochs=2, random_state=0).fit(X, y)
+    member_p = np.array([[0.999, 0.001], [0.2, 0.8], [0.2, 0.8]])
+    logits = torch.tensor(np.log(member_p)[None], dtype=torch.float32)        # (1, M, C)
+    clf._row_batches = lambda X: [(logits,)]
+    assert member_p.mean(axis=0).argmax() == 1
+    assert clf.predict(X[:1]).tolist() == [clf.classes_[0]]
+    assert clf.predict_proba(X[:1]).argmax(axis=1).tolist() == [0]
+    clf.module_.recalibration_pool.zero_()                  # the averaged-probability pool
+    assert clf.predict(X[:1]).tolist() == [clf.classes_[1]]
+
+
+def test_a_task_without_labelled_validation_rows_keeps_the_plain_average():
+    from torch.utils.data import Subset
+
+    X, y = _scaled(load_wine)
+    valid = np.arange(0, len(X), 5)
+    y2 = np.column_stack([y, (X[:, 0] > 0).astype(float)])
+    y2[valid, 1] = np.nan                                    # task 1: no validation label
+    split = lambda ds, y=None, **kw: (Subset(ds, np.setdiff1d(np.arange(len(ds)), valid)),  # noqa
+                                      Subset(ds, valid))
+    clf = MTSGDMultiTaskClassifier(n_particles=3, max_epochs=10, train_split=split,
+                                   random_state=0).fit(X, y2)
+    assert clf.module_.recalibration_pool.tolist() == [1.0, 0.0]
+    assert clf.temperature_[1] == 1.0 and clf.temperature_[0] != 1.0
+    members = clf.predict_proba_members(X)
+    np.testing.assert_allclose(clf.predict_proba(X)[1], members[1].mean(axis=0), atol=1e-12)
+
+
+def test_an_estimator_pickled_before_the_pooling_was_recorded_predicts_and_refits(tmp_path):
+    X, y = _scaled(load_wine)
+    clf = MTSGDMultiTaskClassifier(n_particles=3, max_epochs=5, calibration="temperature",
+                                   random_state=0).fit(X, y)
+    expected = clf.predict_proba(X)
+    clf.save_params(f_params=tmp_path / "new.pt")
+    del clf.module_._buffers["recalibration_pool"]          # what an older pickle holds
+    old = pickle.loads(pickle.dumps(clf))
+    np.testing.assert_allclose(old.predict_proba(X), expected, atol=1e-12)
+    old.load_params(f_params=tmp_path / "new.pt")           # a file of this version loads
+    np.testing.assert_allclose(old.predict_proba(X), expected, atol=1e-12)
+    del old.module_._buffers["recalibration_pool"]
+    old.set_params(warm_start=True, max_epochs=2, calibration="logit_temperature").fit(X, y)
+    assert old.module_.recalibration_pool.tolist() == [1.0] and old.fitted_
 
 
 # -- the validation split --------------------------------------------------------------------

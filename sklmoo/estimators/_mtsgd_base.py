@@ -214,7 +214,8 @@ class MTSGDNetBase(SklmooNetMixin, NeuralNet):
 
     def validation_step(self, batch, **fit_params):
         """The validation loss is the negative log-likelihood of the particles' pooled
-        prediction (what ``predict`` returns), mean over the tasks' observed samples."""
+        prediction before recalibration (the classifier: their averaged probabilities; the
+        regressor: the mean and total variance), mean over the tasks' observed samples."""
         self._set_training(False)
         Xi, yi = unpack_data(batch)
         with torch.no_grad():

@@ -19,7 +19,8 @@ class MTSGDMultiTaskClassifier(ClassifierMixin, MTSGDNetBase):
     head per task. Every step, the T task posteriors' scores for the trunks are combined by
     MT-SGD (one simplex QP over the T tasks, Phan et al. 2022, Eq. 7) and each task's heads move
     by SVGD (Eq. 9), so the particles settle in the region that is likely under every task at
-    once while the kernel's repulsion keeps them diverse. Predictions average the particles.
+    once while the kernel's repulsion keeps them diverse. Predictions pool the particles (by
+    default log-linearly, then recalibrated; see ``calibration``).
 
     A skorch ``NeuralNet``: callbacks, ``history``, ``device='cuda'``, ``save_params``,
     ``warm_start`` and ``set_params(module__...)`` work as in skorch (``load_params`` into an
@@ -142,10 +143,11 @@ class MTSGDMultiTaskClassifier(ClassifierMixin, MTSGDNetBase):
         skorch's internal validation split: by default
         :class:`~sklmoo.estimators.ValidationSplit` holds out 20 % of the rows (at least 5,
         none when fewer than 10 would remain), stratified by the labels and seeded by
-        ``random_state``. The validation loss (negative log-likelihood of the pooled
-        prediction) drives the default ``early_stopping`` callback, which stops after a fifth of
-        the budget without improvement and restores the best epoch's particles, and the rows
-        fit ``calibration``. None: train on every row, for ``max_epochs_`` epochs, without
+        ``random_state``. The validation loss (negative log-likelihood of the particles'
+        averaged probabilities, before recalibration) drives the default ``early_stopping``
+        callback, which stops after a fifth of the budget without improvement and restores
+        the best epoch's particles, and the rows fit ``calibration``. None: train on every
+        row, for ``max_epochs_`` epochs, without
         calibration.
     optimizer, lr, batch_size, verbose, device, callbacks, **kwargs
         As in skorch's ``NeuralNet`` (defaults: Adam, 1e-3, batches of 64, silent;
@@ -299,45 +301,79 @@ class MTSGDMultiTaskClassifier(ClassifierMixin, MTSGDNetBase):
         return -logp.gather(1, target.long()[:, None])[:, 0]
 
     def initialize_module(self):
-        """The particle network, plus a buffer that records how the fitted temperatures pool
-        the particles (0: averaged probabilities, 1: averaged log-probabilities), so that
-        ``save_params`` / ``load_params`` carry it with the temperatures."""
+        """The particle network, plus a buffer that records per task how the fitted
+        temperatures pool the particles (0: averaged probabilities, 1: averaged
+        log-probabilities), so that ``save_params`` / ``load_params`` carry it with them."""
         super().initialize_module()
-        self.module_.register_buffer("recalibration_pool",
-                                     torch.zeros((), dtype=torch.float64))
-        self.module_.register_load_state_dict_pre_hook(_pool_of_older_files)
+        self._ensure_pool_buffer()
         return self
 
-    def _log_linear_pool(self):
+    def _ensure_pool_buffer(self):
+        """Register the pooling buffer (zeros: averaged probabilities) on a module that lacks
+        it -- a new one, or one unpickled from a version before the pooling was recorded."""
+        if not hasattr(self.module_, "recalibration_pool"):
+            self.module_.register_buffer("recalibration_pool",
+                                         torch.zeros(self.n_tasks_, dtype=torch.float64))
+            self.module_.register_load_state_dict_pre_hook(_pool_of_older_files)
+
+    def load_params(self, *args, **kwargs):
+        """skorch's ``load_params``; loading ``f_params`` (or a ``checkpoint``) also restores
+        the fitted temperatures and how they pool the particles. The estimator must have been
+        fitted on data with the same features and tasks (e.g. with ``max_epochs=1``).
+
+        Parameters
+        ----------
+        *args, **kwargs
+            As in skorch's ``NeuralNet.load_params`` (``f_params``, ``f_optimizer``,
+            ``f_history``, ``checkpoint``).
+
+        Returns
+        -------
+        self
+        """
+        if isinstance(getattr(self, "module_", None), torch.nn.Module):
+            self._ensure_pool_buffer()
+        return super().load_params(*args, **kwargs)
+
+    def _log_linear_pool(self, t):
         pool = getattr(getattr(self, "module_", None), "recalibration_pool", None)
-        return pool is not None and bool(pool.item())
+        return pool is not None and bool(pool.reshape(-1)[t].item())
 
     def _fit_calibration(self, X_valid, codes_valid):
         """``temperature_``: one temperature per task on the pooled probabilities of the
-        validation rows; 'logit_temperature' pools the particles log-linearly first. Without
-        calibration or validation rows: temperatures 1 on the averaged probabilities."""
+        validation rows; 'logit_temperature' pools the particles log-linearly first. A task
+        without calibration or labelled validation rows keeps temperature 1 on the averaged
+        probabilities."""
+        self._ensure_pool_buffer()
         self.temperature_ = np.ones(self.n_tasks_)
-        fitted = X_valid is not None and len(X_valid) > 0
+        logit = np.zeros(self.n_tasks_)
         with torch.no_grad():
-            self.module_.recalibration_pool.fill_(
-                float(fitted and self.calibration == "logit_temperature"))
-        if fitted:
+            self.module_.recalibration_pool.zero_()
+        if X_valid is not None and len(X_valid):
+            codes_valid = np.asarray(codes_valid)
             outs = self._valid_outputs(X_valid)
             for t, logits in enumerate(outs):
-                self.temperature_[t] = fit_temperature(self._pool(logits),
-                                                       np.asarray(codes_valid)[:, t])
+                if not (codes_valid[:, t] >= 0).any():
+                    continue
+                logit[t] = float(self.calibration == "logit_temperature")
+                with torch.no_grad():
+                    self.module_.recalibration_pool[t] = logit[t]
+                self.temperature_[t] = fit_temperature(self._pool(logits, t), codes_valid[:, t])
         self._store_recalibration(self.temperature_)
 
-    def _pool(self, logits):
-        """(b, M, C) particle logits -> (b, C) pooled probabilities, before the temperature:
-        their average, or with 'logit_temperature' their log-linear pool."""
-        proba = self._member_proba(logits)
-        return pool_log_linear(proba) if self._log_linear_pool() else proba.mean(axis=0)
+    def _pool(self, logits, t):
+        """Task t's (b, M, C) particle logits -> (b, C) pooled probabilities, before the
+        temperature: their average, or with 'logit_temperature' their log-linear pool."""
+        if self._log_linear_pool(t):
+            return pool_log_linear(
+                torch.log_softmax(logits.double(), dim=-1).transpose(0, 1).cpu().numpy(),
+                log=True)
+        return self._member_proba(logits).mean(axis=0)
 
     def _pooled_proba(self, logits, t):
         """Task t's calibrated ensemble probabilities of one batch."""
         temperature = getattr(self, "temperature_", None)
-        proba = self._pool(logits)
+        proba = self._pool(logits, t)
         return proba if temperature is None else apply_temperature(proba, temperature[t])
 
     # -- predictions ---------------------------------------------------------------------------
@@ -366,8 +402,8 @@ class MTSGDMultiTaskClassifier(ClassifierMixin, MTSGDNetBase):
         return self._single(self._members_per_task(X))
 
     def predict_proba(self, X):
-        """Ensemble class probabilities (average over particles): list of T float64 arrays
-        (n_samples, n_classes_t), columns in ``classes_[t]`` order (one array for a 1-D
+        """Ensemble class probabilities (the particles' pool, recalibrated): list of T float64
+        arrays (n_samples, n_classes_t), columns in ``classes_[t]`` order (one array for a 1-D
         ``y``).
 
         Parameters
@@ -384,7 +420,7 @@ class MTSGDMultiTaskClassifier(ClassifierMixin, MTSGDNetBase):
 
     def _predict_codes(self, X):
         (codes,) = self._reduce_rows(X, lambda out: (np.column_stack(
-            [self._pool(lg).argmax(axis=1) for lg in out]),))
+            [self._pool(lg, t).argmax(axis=1) for t, lg in enumerate(out)]),))
         return codes
 
     def predict(self, X):
@@ -472,4 +508,5 @@ class MTSGDMultiTaskClassifier(ClassifierMixin, MTSGDNetBase):
 
 def _pool_of_older_files(module, state_dict, prefix, *args):
     """Parameters saved before the pooling was recorded were fitted on averaged probabilities."""
-    state_dict.setdefault(prefix + "recalibration_pool", torch.zeros((), dtype=torch.float64))
+    state_dict.setdefault(prefix + "recalibration_pool",
+                          torch.zeros_like(module.recalibration_pool))

@@ -1,7 +1,8 @@
 """Post-hoc recalibration of a pooled prediction on held-out data ("pool, then calibrate").
 
 One temperature per task for class probabilities (Guo et al. 2017, applied to the ensemble's /
-posterior's averaged probabilities, or to the log-linear pool of the members' probabilities) and one variance scale per output for Gaussian predictions.
+posterior's averaged probabilities, or to the log-linear pool of the members' probabilities)
+and one variance scale per output for Gaussian predictions.
 Both are fitted by minimising the held-out negative log-likelihood plus a weak Gaussian prior on
 the logarithm of the parameter (scale ``PRIOR_SCALE``): with hundreds of held-out rows the prior
 is negligible; with a handful it keeps one unlucky row from setting an extreme temperature.
@@ -30,12 +31,14 @@ def apply_temperature(proba, temperature):
     return out / out.sum(axis=1, keepdims=True)
 
 
-def pool_log_linear(member_proba):
+def pool_log_linear(members, log=False):
     """The members' probabilities (M, n, C) pooled log-linearly into (n, C): the renormalised
     geometric mean, i.e. the softmax of the members' averaged log-probabilities (for networks,
-    of their averaged logits). Sharper than the arithmetic mean wherever members disagree: a
-    class one member rules out stays unlikely."""
-    logp = np.log(np.maximum(np.asarray(member_proba, dtype=np.float64), _TINY)).mean(axis=0)
+    of their averaged logits). ``log=True``: ``members`` are log-probabilities (exact where a
+    probability would underflow). Sharper than the arithmetic mean wherever members disagree:
+    a class one member rules out stays unlikely."""
+    members = np.asarray(members, dtype=np.float64)
+    logp = (members if log else np.log(np.maximum(members, _TINY))).mean(axis=0)
     logp -= logp.max(axis=1, keepdims=True)
     out = np.exp(logp)
     return out / out.sum(axis=1, keepdims=True)
