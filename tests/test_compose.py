@@ -41,6 +41,19 @@ def test_calibrated_classifier_cv_temperature_on_a_frozen_estimator(wine, make):
     assert negative_log_likelihood(ytest, proba) < 1.0
 
 
+def test_calibrated_classifier_cv_on_the_default_classifier_re_tempers_its_log_linear_pool(wine):
+    # scikit-learn tempers log(predict_proba); on the default classifier that is the particles'
+    # log-linear pool again, at one combined temperature per task
+    Xtr, Xte, ytr, yte = wine
+    est = MTSGDMultiTaskClassifier(n_particles=3, max_epochs=20, random_state=0).fit(Xtr, ytr)
+    cal = CalibratedClassifierCV(FrozenEstimator(est), method="temperature").fit(Xte, yte)
+    proba = cal.predict_proba(Xtr)
+    logpool = np.log(est.predict_proba_members(Xtr)).mean(axis=0)
+    # log-odds against class 0: the composed map's are the pool's times one factor
+    ratio = (np.log(proba[:, 1:]) - np.log(proba[:, :1])) / (logpool[:, 1:] - logpool[:, :1])
+    np.testing.assert_allclose(ratio, np.median(ratio), rtol=1e-4)
+
+
 def test_calibrated_classifier_cv_clones_and_fits_an_unfitted_estimator(wine):
     Xtr, Xte, ytr, yte = wine
     cal = CalibratedClassifierCV(MTSGDMultiTaskClassifier(n_particles=2, max_epochs=10,
