@@ -138,7 +138,8 @@ class MTSGDMultiTaskClassifier(ClassifierMixin, MTSGDNetBase):
         of the unextended one): on 3,000 Multi-Digits images the fixed budget (27 epochs)
         ended every seed's fit while it still improved, at a test NLL of 0.134; extended
         (81 epochs), 0.093, at 2.9 times the fit time
-        (``docs/benchmarks/auto_budget.md``). The panel's tables give the same fits either way.
+        (``docs/benchmarks/auto_budget.md``). The panel's tables give the same NLL to three
+        decimals either way.
     train_split : callable or None, default=ValidationSplit()
         skorch's internal validation split: by default
         :class:`~sklmoo.estimators.ValidationSplit` holds out 20 % of the rows (at least 5,
