@@ -136,8 +136,8 @@ class MTSGDMultiTaskClassifier(ClassifierMixin, MTSGDNetBase):
         may run on to three times that budget, at most 500 epochs, while the validation loss
         still improves (``max_epochs_`` holds the extended budget; the patience stays a fifth
         of the unextended one): on 3,000 Multi-Digits images the fixed budget (27 epochs)
-        ended every seed's fit while it still improved, at a test NLL of 0.134; extended
-        (81 epochs), 0.093, at 2.9 times the fit time
+        ended every seed's fit while it still improved, at a test NLL of 0.130; extended
+        (81 epochs), 0.090, at 3.2 times the fit time
         (``docs/benchmarks/auto_budget.md``). The panel's tables give the same NLL to three
         decimals either way.
     train_split : callable or None, default=ValidationSplit()
