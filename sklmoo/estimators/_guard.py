@@ -314,6 +314,9 @@ class SklmooNetMixin:
     def _loaded_recalibration(self):
         return self.module_.recalibration.detach().cpu().numpy().copy()
 
+    def _before_load_params(self):
+        """What a fitted module needs before a state dict is loaded into it (nothing here)."""
+
     def load_params(self, *args, **kwargs):
         """skorch's ``load_params``; loading ``f_params`` (or a ``checkpoint``) also restores
         what the module holds beyond the weights: the fitted calibration and, for L2E, the
@@ -332,6 +335,8 @@ class SklmooNetMixin:
         self
         """
         module = getattr(self, "module_", None)
+        if isinstance(module, torch.nn.Module):
+            self._before_load_params()
         saved = ({k: v.detach().clone() for k, v in module.state_dict().items()}
                  if isinstance(module, torch.nn.Module) else None)
         try:

@@ -317,28 +317,14 @@ class MTSGDMultiTaskClassifier(ClassifierMixin, MTSGDNetBase):
                                          torch.zeros(self.n_tasks_, dtype=torch.float64))
             self.module_.register_load_state_dict_pre_hook(_pool_of_older_files)
 
-    def load_params(self, *args, **kwargs):
-        """skorch's ``load_params``; loading ``f_params`` (or a ``checkpoint``) also restores
-        the fitted temperatures and how they pool the particles. The estimator must have been
-        fitted on data with the same features and tasks (e.g. with ``max_epochs=1``).
-
-        Parameters
-        ----------
-        *args, **kwargs
-            As in skorch's ``NeuralNet.load_params`` (``f_params``, ``f_optimizer``,
-            ``f_history``, ``checkpoint``).
-
-        Returns
-        -------
-        self
-        """
-        if isinstance(getattr(self, "module_", None), torch.nn.Module):
-            self._ensure_pool_buffer()
-        return super().load_params(*args, **kwargs)
+    def _before_load_params(self):
+        """A module unpickled from an older version gets the pooling buffer, so that a file
+        of this version (which holds it) loads."""
+        self._ensure_pool_buffer()
 
     def _log_linear_pool(self, t):
         pool = getattr(getattr(self, "module_", None), "recalibration_pool", None)
-        return pool is not None and bool(pool.reshape(-1)[t].item())
+        return pool is not None and bool(pool[t].item())
 
     def _fit_calibration(self, X_valid, codes_valid):
         """``temperature_``: one temperature per task on the pooled probabilities of the
@@ -347,7 +333,6 @@ class MTSGDMultiTaskClassifier(ClassifierMixin, MTSGDNetBase):
         probabilities."""
         self._ensure_pool_buffer()
         self.temperature_ = np.ones(self.n_tasks_)
-        logit = np.zeros(self.n_tasks_)
         with torch.no_grad():
             self.module_.recalibration_pool.zero_()
         if X_valid is not None and len(X_valid):
@@ -356,9 +341,9 @@ class MTSGDMultiTaskClassifier(ClassifierMixin, MTSGDNetBase):
             for t, logits in enumerate(outs):
                 if not (codes_valid[:, t] >= 0).any():
                     continue
-                logit[t] = float(self.calibration == "logit_temperature")
                 with torch.no_grad():
-                    self.module_.recalibration_pool[t] = logit[t]
+                    self.module_.recalibration_pool[t] = float(
+                        self.calibration == "logit_temperature")
                 self.temperature_[t] = fit_temperature(self._pool(logits, t), codes_valid[:, t])
         self._store_recalibration(self.temperature_)
 
