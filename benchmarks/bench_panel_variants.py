@@ -183,7 +183,7 @@ def run(variants):
             if variant.startswith("clf_"):
                 nll_ece = [_classifier_metrics(variant, s, table, X, y) for s in bp.SEEDS]
                 per_table[table] = [v[0] for v in nll_ece]
-                ece.setdefault(table, [v[1] for v in nll_ece])
+                ece[table] = [v[1] for v in nll_ece]
                 continue
             nlls = []
             for seed in bp.SEEDS:
