@@ -14,6 +14,7 @@ from skorch.dataset import Dataset
 from sklmoo import L2ESamplerClassifier, MTSGDMultiTaskClassifier, MTSGDRegressor
 from sklmoo.estimators import ValidationSplit
 from sklmoo.estimators._l2e_classifier import TEMPERATURE_PRIOR_CENTER
+from sklmoo.estimators._multitask import TEMPERATURE_PRIOR_SCALE
 from sklmoo.metrics import gaussian_nll, negative_log_likelihood
 from sklmoo.metrics._recalibration import (apply_temperature, fit_temperature,
                                            fit_variance_scale, pool_log_linear)
@@ -121,6 +122,23 @@ def test_temperature_prior_centre_shrinks_small_samples_towards_it():
     assert abs(t1 - 1) < 0.1 and abs(t085 - t1) < 0.01
 
 
+def test_a_tighter_temperature_prior_shrinks_a_few_rows_but_not_thousands():
+    # probabilities twice as sharp as the truth (T = 2 undoes it): on 40 rows a tighter prior
+    # keeps the temperature nearer 1, monotonically; on 4000 rows every scale finds the
+    # distortion, the MT-SGD classifier's 0.25 included
+    rng = np.random.default_rng(3)
+    true = _softmax(rng.normal(size=(4000, 3)) * 2)
+    y = np.array([rng.choice(3, p=p) for p in true])
+    reported = apply_temperature(true, 0.5)
+    few = [fit_temperature(reported[:40], y[:40], prior_scale=s) for s in (0.1, 0.25, 0.5, 2.0)]
+    assert all(1 < a < b for a, b in zip(few, few[1:]))
+    for scale in (TEMPERATURE_PRIOR_SCALE, 0.5):
+        np.testing.assert_allclose(fit_temperature(reported, y, prior_scale=scale), 2.0,
+                                   rtol=0.1)
+    with pytest.raises(ValueError, match="prior_scale"):
+        fit_temperature(reported, y, prior_scale=0.0)
+
+
 def _softmax(z):
     z = z - z.max(axis=-1, keepdims=True)
     return np.exp(z) / np.exp(z).sum(axis=-1, keepdims=True)
@@ -169,7 +187,7 @@ def test_classifier_tempers_its_pool_as_fitted_on_the_validation_rows(calibratio
     # the particles disagree enough for the two pools to differ
     assert np.abs(_softmax(np.log(members).mean(axis=0)) - members.mean(axis=0)).max() > 1e-3
     rows = _valid_rows(clf, X, y)
-    t = fit_temperature(pooled[rows], y[rows])
+    t = fit_temperature(pooled[rows], y[rows], prior_scale=TEMPERATURE_PRIOR_SCALE)
     np.testing.assert_allclose(clf.temperature_, [t], rtol=1e-6)
     expected = _softmax(np.log(pooled) / t)
     np.testing.assert_allclose(clf.predict_proba(X), expected, atol=1e-9)
@@ -316,19 +334,21 @@ def test_early_stopping_restores_the_best_epoch():
     assert nll <= min(clf.history[:, "valid_loss"]) * (1 + 1e-4)
 
 
-@pytest.mark.parametrize("make, load, center", [
+@pytest.mark.parametrize("make, load, center, scale", [
+    # MT-SGD: a tighter prior on its temperature than the other recalibrations
     (lambda: MTSGDMultiTaskClassifier(n_particles=3, max_epochs=30, random_state=0),
-     load_wine, 1.0),
+     load_wine, 1.0, TEMPERATURE_PRIOR_SCALE),
     # L2E: the prior on its temperature is centred below 1 (its average is underconfident)
     (lambda: L2ESamplerClassifier(max_epochs=20, n_draws=4, random_state=0), load_iris,
-     TEMPERATURE_PRIOR_CENTER)])
-def test_temperature_is_fitted_on_the_validation_rows(make, load, center):
+     TEMPERATURE_PRIOR_CENTER, 0.5)])
+def test_temperature_is_fitted_on_the_validation_rows(make, load, center, scale):
     X, y = _scaled(load)
     raw = make().set_params(calibration=None).fit(X, y)
     cal = clone(raw).set_params(calibration="temperature").fit(X, y)
     rows = _valid_rows(cal, X, y)
     np.testing.assert_array_equal(raw.temperature_, np.ones_like(cal.temperature_))
-    expected = fit_temperature(raw.predict_proba(X[rows]), y[rows], prior_center=center)
+    expected = fit_temperature(raw.predict_proba(X[rows]), y[rows], prior_center=center,
+                               prior_scale=scale)
     np.testing.assert_allclose(cal.temperature_, np.full_like(cal.temperature_, expected),
                                rtol=1e-6)
     np.testing.assert_allclose(cal.predict_proba(X),

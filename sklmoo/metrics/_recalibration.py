@@ -3,9 +3,10 @@
 One temperature per task for class probabilities (Guo et al. 2017, applied to the ensemble's /
 posterior's averaged probabilities, or to the log-linear pool of the members' probabilities)
 and one variance scale per output for Gaussian predictions.
-Both are fitted by minimising the held-out negative log-likelihood plus a weak Gaussian prior on
-the logarithm of the parameter (scale ``PRIOR_SCALE``): with hundreds of held-out rows the prior
-is negligible; with a handful it keeps one unlucky row from setting an extreme temperature.
+Both are fitted by minimising the held-out negative log-likelihood plus a Gaussian prior on
+the logarithm of the parameter (standard deviation ``PRIOR_SCALE`` unless the caller passes its
+own): with hundreds of held-out rows the prior is weak; with a handful it keeps one unlucky row
+from setting an extreme temperature.
 NumPy and SciPy only.
 """
 
@@ -50,10 +51,13 @@ def _minimise(objective):
     return float(np.exp(res.x))
 
 
-def fit_temperature(proba, codes, prior_center=1.0):
+def fit_temperature(proba, codes, prior_center=1.0, prior_scale=PRIOR_SCALE):
     """The temperature that minimises the NLL of ``apply_temperature(proba, T)`` on the labels
     ``codes`` (integer column indices, -1 = missing), plus the prior on log T, a normal
-    distribution centred at ``log(prior_center)``. ``prior_center`` when no row is labelled."""
+    distribution centred at ``log(prior_center)`` with standard deviation ``prior_scale``.
+    ``prior_center`` when no row is labelled."""
+    if not prior_scale > 0:
+        raise ValueError(f"prior_scale must be > 0, got {prior_scale!r}")
     proba = np.asarray(proba, dtype=np.float64)
     codes = np.asarray(codes)
     rows = codes >= 0
@@ -68,7 +72,7 @@ def fit_temperature(proba, codes, prior_center=1.0):
         z = logp / np.exp(log_t)
         lse = np.log(np.exp(z - z.max(axis=1, keepdims=True)).sum(axis=1)) + z.max(axis=1)
         nll = np.sum(lse - z[np.arange(len(idx)), idx])
-        return nll + 0.5 * ((log_t - center) / PRIOR_SCALE) ** 2
+        return nll + 0.5 * ((log_t - center) / prior_scale) ** 2
 
     return _minimise(objective)
 
