@@ -31,6 +31,8 @@ training target's standard deviation, mean over outputs and seeds 0-2). Variants
 * ``clf_fixed_budget``: the classifier's 'auto' budget without the extension (~1000 steps;
   the default now may run on to three times that, at most 500 epochs, while early stopping
   sees the validation loss improve).
+* ``clf_prior05``: the classifier's temperature prior as before (standard deviation 0.5 on
+  log T instead of ``sklmoo.estimators._multitask.TEMPERATURE_PRIOR_SCALE``, set for its fits).
 * ``clf_l2e_prior_by_validation``: ``L2ESamplerClassifier`` with its ``prior_precision``
   chosen on its validation split: one default fit per value in ``L2E_PRIOR_CANDIDATES``,
   keeping the one whose calibrated prediction has the lowest NLL on the validation rows. The
@@ -76,7 +78,7 @@ VARIANTS = {
     "no_mean_function": dict(mean_function=None), "heteroscedastic": dict(heteroscedastic=True),
     "two_sided_scale": {}, "prior_by_validation": {}, "clf_l2e_prior_by_validation": {},
     "clf_default": {}, "clf_nocal": dict(calibration=None), "clf_fixed_budget": {},
-    "clf_temperature": dict(calibration="temperature"),
+    "clf_temperature": dict(calibration="temperature"), "clf_prior05": {},
 }
 OUT_JSON = bp.ROOT / "docs" / "benchmarks" / "panel_variants.json"
 OUT_MD = bp.ROOT / "docs" / "benchmarks" / "panel_variants.md"
@@ -84,7 +86,8 @@ TABLES = [t[0] for t in bp.TABLES if t[1] == "regression"]
 PRIOR_CANDIDATES = (1.0, 3.0, 10.0, 30.0)
 L2E_PRIOR_CANDIDATES = (0.3, 1.0, 3.0)
 CLF_TABLES = [t[0] for t in bp.TABLES if t[1] == "classification"]
-CLF_MTSGD_ROWS = ("clf_default", "clf_nocal", "clf_temperature", "clf_fixed_budget")
+CLF_MTSGD_ROWS = ("clf_default", "clf_nocal", "clf_temperature", "clf_fixed_budget",
+                  "clf_prior05")
 
 
 def _classifier_metrics(variant, seed, table, X, y):
@@ -93,9 +96,16 @@ def _classifier_metrics(variant, seed, table, X, y):
     model = MTSGDMultiTaskClassifier(random_state=seed, **VARIANTS[variant])
     if variant == "clf_fixed_budget":
         model._auto_extension = 1        # the 'auto' budget of the previous version
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        pipe = Pipeline([("scale", StandardScaler()), ("model", model)]).fit(X_tr, y_tr)
+    import sklmoo.estimators._multitask as multitask
+    scale = multitask.TEMPERATURE_PRIOR_SCALE
+    if variant == "clf_prior05":
+        multitask.TEMPERATURE_PRIOR_SCALE = 0.5
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            pipe = Pipeline([("scale", StandardScaler()), ("model", model)]).fit(X_tr, y_tr)
+    finally:
+        multitask.TEMPERATURE_PRIOR_SCALE = scale
     # the panel's metrics (NLL, 15-bin top-label ECE)
     m = bp._classification_metrics(y_te, pipe.predict_proba(X_te), pipe[-1].classes_)
     return m["nll"], m["ece"]
