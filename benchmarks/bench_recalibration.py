@@ -3,8 +3,8 @@ default recalibration (one temperature per task on the particles' log-linear poo
 the 20 % validation split), and with the temperature on their averaged probabilities instead
 (``calibration='temperature'``).
 
-Run: ``nice -n 10 python benchmarks/bench_recalibration.py`` (about 20 minutes on one core;
-``--quick`` for a smoke run). Writes ``docs/benchmarks/recalibration.md`` and
+Run: ``nice -n 10 python benchmarks/bench_recalibration.py`` (about 2 minutes on one core of
+the machine of November 2026, 20 on an older one; ``--quick`` for a smoke run). Writes ``docs/benchmarks/recalibration.md`` and
 ``docs/benchmarks/recalibration.json``.
 
 The data, trunk, optimiser and regimes of ``bench_multi_digits.py``: 5 particles, LeNet-style
