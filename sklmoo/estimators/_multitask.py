@@ -13,9 +13,9 @@ from ._targets import (as_2d_targets, as_task_columns, decode_predictions, encod
 
 #: standard deviation of the Gaussian prior on the log of each task's calibration temperature.
 #: Tighter than the 0.5 of the other recalibrations: the test-optimal log temperatures of this
-#: estimator's pool have a median magnitude of 0.26 on the real-data panel, and a temperature
+#: estimator's pool have a median magnitude of 0.20 on the real-data panel, and a temperature
 #: fitted on a few dozen validation rows strays further than that (Multi-Digits, 60 rows per
-#: task: 1.93 fitted against 1.46 optimal on the test images); see ``calibration``.
+#: task: 1.93 fitted against 1.47 optimal on the test images); see ``calibration``.
 TEMPERATURE_PRIOR_SCALE = 0.25
 
 
@@ -147,8 +147,8 @@ class MTSGDMultiTaskClassifier(ClassifierMixin, MTSGDNetBase):
         may run on to three times that budget, at most 500 epochs, while the validation loss
         still improves (``max_epochs_`` holds the extended budget; the patience stays a fifth
         of the unextended one): on 3,000 Multi-Digits images the fixed budget (27 epochs)
-        ended every seed's fit while it still improved, at a test NLL of 0.130; extended
-        (81 epochs), 0.090, at 3.2 times the fit time
+        ended every seed's fit while it still improved, at a test NLL of 0.127; extended
+        (81 epochs), 0.084, at 2.9 times the fit time
         (``docs/benchmarks/auto_budget.md``). The panel's tables give the same NLL to three
         decimals either way.
     train_split : callable or None, default=ValidationSplit()
