@@ -173,6 +173,7 @@ def test_single_task_trunk_update_is_svgd(digits, smooth_drive):
     torch.testing.assert_close(after, theta + 0.5 * phi, rtol=1e-4, atol=1e-6)
 
 
+@pytest.mark.filterwarnings("ignore:the trunk repulsion outweighs:UserWarning")   # asked for here
 def test_single_task_function_space_update_is_function_space_svgd(digits):
     """T = 1: MT-SGD with the function-space kernel is SVGD with that kernel (QP weight 1)."""
     from sklmoo.nn import function_space_terms
