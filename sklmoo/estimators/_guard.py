@@ -185,8 +185,19 @@ class SklmooNetMixin:
         by n."""
         self.check_is_fitted()
         X = self._validate_X(X, reset=False)
-        parts = [reduce(batch) for batch in self._row_batches(X)]
-        return tuple(np.concatenate(col) for col in zip(*parts))
+        n, outs, start = len(X), None, 0
+        for batch in self._row_batches(X):
+            parts = reduce(batch)
+            if outs is None:
+                # written in place, batch after batch: no list of per-batch results whose small
+                # long-lived blocks would pin the freed batch temporaries in the heap
+                outs = tuple(np.empty((n, *np.shape(p)[1:]), dtype=np.asarray(p).dtype)
+                             for p in parts)
+            stop = start + len(parts[0])
+            for out, part in zip(outs, parts):
+                out[start:stop] = part
+            start = stop
+        return outs
 
     def __sklearn_is_fitted__(self):
         return bool(getattr(self, "fitted_", False))

@@ -566,12 +566,15 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
         """Class probabilities of every draw, one batch of rows at a time: yields float64
         arrays (n_chains, n_draws, batch, n_classes)."""
         # in float64: float32 rounding would make a row's prediction depend on the batch
-        X = to_tensor(np.asarray(X, dtype=np.float64), device=self.device)
         self.module_.eval()
+        size = max(self.batch_size, 256)
         with torch.no_grad():
             draws = {k: v.double() if v.is_floating_point() else v
                      for k, v in self.module_.prepared_draws().items()}
-            for xb in torch.split(X, max(self.batch_size, 256)):
+            for start in range(0, len(X), size):
+                # one batch converted at a time: no float64 copy of the whole X
+                xb = torch.as_tensor(np.asarray(X[start:start + size], dtype=np.float64),
+                                     device=self.device)
                 out = torch.softmax(self.module_.forward_samples(xb, draws).double(), dim=-1)
                 yield out.cpu().transpose(0, 1).numpy()
 
