@@ -9,7 +9,8 @@ import torch
 from sklearn.base import clone
 from sklearn.datasets import load_iris
 from sklearn.exceptions import ConvergenceWarning, NotFittedError
-from sklearn.model_selection import GridSearchCV
+from sklearn.metrics import r2_score
+from sklearn.model_selection import GridSearchCV, cross_val_score
 from sklearn.utils.estimator_checks import check_methods_subset_invariance
 
 from sklmoo import L2ESamplerClassifier, MTSGDMultiTaskClassifier, MTSGDRegressor
@@ -151,11 +152,31 @@ def test_huge_targets_are_standardised_without_overflow(iris, scale):
     ref_mean, ref_std = _reg().fit(X, target / scale).predict(X, return_std=True)
     np.testing.assert_allclose(mean / scale, ref_mean, rtol=1e-4, atol=1e-6)
     np.testing.assert_allclose(std / scale, ref_std, rtol=1e-4)
+    # R^2 is scale-free: the sums of squares must not overflow into NaN
+    np.testing.assert_allclose(reg.score(X, target), r2_score(target / scale, mean / scale),
+                               rtol=1e-10)
+    assert np.isfinite(cross_val_score(_reg(), X, target, cv=2)).all()
     if scale > 1e154:                          # its square is beyond float64
         with pytest.raises(ValueError, match="exceeds the float64 range"):
             reg.predict_uncertainty(X)
     with pytest.raises(ValueError, match="float32"):
         _reg(normalize_y=False).fit(X, target)
+
+
+@pytest.mark.parametrize("mean_function", ["linear", None])
+def test_inputs_far_beyond_the_training_data_give_a_finite_std(iris, mean_function):
+    """The linear mean function's weight variance grows like |x|^2: held in float32 it
+    overflowed for |x| near 1e19 and predict(return_std=True) returned NaN."""
+    X, y = iris
+    reg = _reg(mean_function=mean_function).fit(X, X[:, 0] * 2.0 + y)
+    for value in (1e21, 1e30, 3e38):
+        far = X[:3].copy()
+        far[0, 0] = value
+        mean, std = reg.predict(far, return_std=True)
+        assert np.isfinite(mean).all() and np.isfinite(std).all() and (std > 0).all()
+        # far along a direction the target depends on: the uncertainty grows with the input
+        assert std[0] > 10 * std[1:].max()
+        np.testing.assert_allclose(mean[1:], reg.predict(X[1:3]), rtol=1e-6)
 
 
 # -- continuing and restoring ----------------------------------------------------------------

@@ -434,8 +434,13 @@ class MTSGDRegressor(RegressorMixin, MTSGDNetBase):
         def reduce(out):
             means, stds = self._batch_moments(out, standardised=True)
             parts = self._variance_parts(means, stds, self._linear_variance(out))
-            return (means.mean(axis=0) * self.y_scale_ + self.y_mean_,
-                    *(self._scaled_variance(v) for v in parts))
+            result = (means.mean(axis=0) * self.y_scale_ + self.y_mean_,
+                      *(self._scaled_variance(v) for v in parts))
+            if not all(np.isfinite(r).all() for r in result):
+                raise ValueError("the predictive mean or variance is not finite: X holds "
+                                 "values too far beyond the training data for the networks "
+                                 "(float32) to evaluate; rescale X")
+            return result
 
         return self._reduce_rows(X, reduce)
 
@@ -454,10 +459,10 @@ class MTSGDRegressor(RegressorMixin, MTSGDNetBase):
     @staticmethod
     def _linear_variance(outputs):
         """(n, T) variance of the linear mean function's prediction, standardised units (the
-        third output channel when ``mean_function='linear'``, else 0)."""
+        square of the third output channel when ``mean_function='linear'``, else 0)."""
         if outputs[0].shape[-1] < 3:
             return 0.0
-        return np.stack([o[:, 0, 2].detach().to("cpu", torch.float64).numpy()
+        return np.stack([o[:, 0, 2].detach().to("cpu", torch.float64).numpy() ** 2
                          for o in outputs], axis=-1)
 
     @staticmethod
@@ -563,15 +568,19 @@ class MTSGDRegressor(RegressorMixin, MTSGDNetBase):
             arr = arr.reshape(pred.shape)
         if arr.shape != pred.shape:
             raise ValueError(f"y has shape {arr.shape} but the predictions have {pred.shape}")
-        if not np.isnan(arr).any():
-            return float(r2_score(arr, pred, sample_weight=sample_weight))
+        if np.isinf(arr).any():
+            raise ValueError("y holds inf: R^2 is undefined for infinite targets")
         arr, pred = arr.reshape(len(arr), -1), pred.reshape(len(pred), -1)
         w = None if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
         scores = []
         for t in range(arr.shape[1]):
             rows = ~np.isnan(arr[:, t])
             if rows.sum() >= 2:
-                scores.append(r2_score(arr[rows, t], pred[rows, t],
+                # R^2 is scale-free: divide both by the largest magnitude first, or the sums
+                # of squares overflow for targets beyond ~1e154 (inf / inf = NaN)
+                scale = max(np.abs(arr[rows, t]).max(), np.abs(pred[rows, t]).max())
+                scale = scale if np.isfinite(scale) and scale > 0 else 1.0
+                scores.append(r2_score(arr[rows, t] / scale, pred[rows, t] / scale,
                                        sample_weight=None if w is None else w[rows]))
         if not scores:
             raise ValueError("y has no output with two or more observed values")
