@@ -277,3 +277,81 @@ def test_predictions_stream_over_rows(iris, name, monkeypatch):
     X = np.concatenate([X] * 4)                # 600 rows: several batches for every estimator
     np.testing.assert_allclose(est.predict(X), np.concatenate([full] * 4), rtol=1e-6)
     assert len(seen) > 1 and max(seen) <= 256
+
+
+# -- round 4: parameters, splits and the global random stream ---------------------------------
+
+
+@pytest.mark.parametrize("name", ESTIMATORS)
+@pytest.mark.parametrize("param, value, match", [
+    ("train_split", "bogus", "train_split must be a ValidationSplit, None"),
+    ("device", "bogus", "device must name a torch device"),
+    ("verbose", "x", "verbose must be an integer >= 0"),
+    ("verbose", -1, "verbose must be an integer >= 0"),
+])
+def test_bad_shared_parameters_are_named_at_fit(iris, name, param, value, match):
+    X, y = iris
+    with pytest.raises(ValueError, match=match):
+        ESTIMATORS[name](**{param: value}).fit(X, y)
+
+
+def test_a_renamed_parameter_says_its_new_name(iris):
+    X, y = iris
+    with pytest.raises(TypeError, match="'n_samples': it was renamed 'n_draws'"):
+        _l2e(n_samples=3).fit(X, y)
+
+
+def test_the_shared_default_validation_split_cannot_be_changed_in_place():
+    from sklmoo.estimators import ValidationSplit
+
+    a, b = _mtsgd(), _reg()
+    with pytest.raises(AttributeError, match="immutable"):
+        a.train_split.fraction = 0.5
+    assert a.train_split == b.train_split == ValidationSplit()
+    assert clone(_mtsgd(train_split=ValidationSplit(fraction=0.3))).train_split.fraction == 0.3
+
+
+def test_a_class_with_one_member_is_never_held_out_of_training():
+    from skorch.dataset import Dataset
+
+    from sklmoo.estimators import ValidationSplit
+
+    X = np.zeros((60, 2), np.float32)
+    y = np.r_[np.zeros(30, int), np.ones(29, int), 2]            # class 2: one row
+    Y = np.column_stack([y, np.r_[np.zeros(59, int), 1]])        # task 1: one row of class 1
+    for seed in range(25):
+        train, valid = ValidationSplit(random_state=seed)(Dataset(X, Y), Y)
+        assert 2 in Y[train.indices, 0] and 1 in Y[train.indices, 1]
+        assert len(valid) == 12 and not set(train.indices) & set(valid.indices)
+
+
+@pytest.mark.parametrize("name", ESTIMATORS)
+def test_a_custom_split_with_an_empty_part_is_named(iris, name):
+    from torch.utils.data import Subset
+
+    X, y = iris
+    rows = list(range(len(X)))
+    splits = {"returned an empty validation": lambda ds, y=None, **kw: (Subset(ds, rows),
+                                                                        Subset(ds, [])),
+              "returned no training rows": lambda ds, y=None, **kw: (Subset(ds, []),
+                                                                     Subset(ds, rows))}
+    for match, split in splits.items():
+        est = ESTIMATORS[name](train_split=split)
+        with pytest.raises(ValueError, match=match):
+            est.fit(X, y)
+        assert not est.__sklearn_is_fitted__()
+
+
+@pytest.mark.parametrize("name", ESTIMATORS)
+def test_fit_and_predict_leave_the_global_torch_random_stream_alone(iris, name):
+    X, y = iris
+    torch.manual_seed(123)
+    expected = torch.rand(3)
+    torch.manual_seed(123)
+    est = _quiet(ESTIMATORS[name]().fit, X, y)
+    est.predict(X)
+    torch.testing.assert_close(torch.rand(3), expected)
+    # and the fit does not depend on it: same seed, same result whatever the global state
+    torch.manual_seed(7)
+    other = _quiet(ESTIMATORS[name]().fit, X, y)
+    np.testing.assert_array_equal(other.predict(X), est.predict(X))

@@ -176,7 +176,16 @@ class SklmooNetMixin:
             if kwargs["batch_size"] == -1:
                 kwargs["batch_size"] = len(dataset)
             return self.iterator_train(dataset, **kwargs)
-        return super().get_iterator(dataset, training=training)
+        if "iterator_valid__generator" in vars(self):
+            return super().get_iterator(dataset, training=training)
+        kwargs = {"generator": torch.Generator().manual_seed(0),
+                  **self.get_params_for("iterator_valid")}
+        kwargs.setdefault("batch_size", self.batch_size)
+        if kwargs["batch_size"] == -1:
+            kwargs["batch_size"] = len(dataset)
+        # a DataLoader without a generator draws its workers' base seed from the global
+        # torch RNG: predicting would change the user's random stream
+        return self.iterator_valid(dataset, **kwargs)
 
     def _reduce_rows(self, X, reduce):
         """Stream a prediction over batches of rows: ``reduce`` maps one batch of the
@@ -209,6 +218,11 @@ class SklmooNetMixin:
     def _check_device_available(self):
         """Fail at the start of fit, with a message, when the device cannot be used."""
         device = str(self.device) if self.device is not None else "cpu"
+        try:
+            torch.device(device)
+        except (RuntimeError, ValueError, TypeError):
+            raise ValueError(f"device must name a torch device such as 'cpu', 'cuda' or "
+                             f"'cuda:0', got {self.device!r}") from None
         if device.startswith("cuda") and not torch.cuda.is_available():
             raise ValueError(f"device={device!r} but CUDA is not available on this machine "
                              "(torch.cuda.is_available() is False): use device='cpu', or install "
@@ -258,6 +272,10 @@ class SklmooNetMixin:
     #: the calibration values this estimator offers (besides None: off)
     _calibrations = ()
 
+    #: parameters of earlier versions and their new names (passing the old name is an error
+    #: that says so)
+    _renamed_params = {}
+
     def _check_default_params(self):
         """The parameters every estimator shares for its budget and its validation split:
         ``max_epochs`` (an integer >= 1 or 'auto'), ``calibration`` and a
@@ -269,6 +287,17 @@ class SklmooNetMixin:
                              f"got {self.calibration!r}")
         if isinstance(self.train_split, ValidationSplit):
             self.train_split.check()
+        elif self.train_split is not None and not callable(self.train_split):
+            raise ValueError("train_split must be a ValidationSplit, None (no validation) or a "
+                             "callable (dataset, y) -> (train subset, validation subset or "
+                             f"None), got {self.train_split!r}")
+        if (isinstance(self.verbose, bool) or not isinstance(self.verbose, (int, np.integer))
+                or self.verbose < 0):
+            raise ValueError(f"verbose must be an integer >= 0, got {self.verbose!r}")
+        renamed = [(old, new) for old, new in self._renamed_params.items() if old in vars(self)]
+        if renamed:
+            raise TypeError(f"{type(self).__name__} has no parameter {renamed[0][0]!r}: it was "
+                            f"renamed {renamed[0][1]!r}")
 
     def _resolve_epochs(self, n_train, early_stopping=False):
         """``max_epochs_``: ``max_epochs``, or with 'auto' the epochs that give about
@@ -296,7 +325,15 @@ class SklmooNetMixin:
         if isinstance(self.train_split, ValidationSplit):
             dataset = self.get_dataset(X, y)
             return self.train_split(dataset, y, seed=self.seed_)
-        return super().get_split_datasets(X, y, **fit_params)
+        train, valid = super().get_split_datasets(X, y, **fit_params)
+        # a custom split's empty part would fail much later (an empty mini-batch, a mean over
+        # no rows): name it here
+        if len(train) == 0:
+            raise ValueError(f"train_split={self.train_split!r} returned no training rows")
+        if valid is not None and len(valid) == 0:
+            raise ValueError(f"train_split={self.train_split!r} returned an empty validation "
+                             "set: return None as its validation part for a fit without one")
+        return train, valid
 
     @staticmethod
     def _subset_rows(subset, *arrays):

@@ -37,12 +37,15 @@ _PROBE_SIZE = 256
 def _load_meta_sampler(spec):
     if isinstance(spec, MetaSampler):
         return spec
-    if isinstance(spec, str) and spec == "default":
-        from ..meta import load_default_meta_sampler
+    # building the meta-model initialises weights that the file then overwrites: from a forked
+    # RNG, so that fitting leaves the user's global torch random stream as it was
+    with torch.random.fork_rng(devices=[]):
+        if isinstance(spec, str) and spec == "default":
+            from ..meta import load_default_meta_sampler
 
-        return load_default_meta_sampler()
-    if isinstance(spec, (str, pathlib.Path)):
-        return MetaSampler.load(spec)
+            return load_default_meta_sampler()
+        if isinstance(spec, (str, pathlib.Path)):
+            return MetaSampler.load(spec)
     raise TypeError(f"meta_sampler must be 'default', a path to a .npz or a MetaSampler, got "
                     f"{spec!r}")
 
@@ -220,6 +223,8 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
 
     #: ``max_epochs='auto'``: about this many sampler steps (see the class docstring)
     _auto_steps = 500
+
+    _renamed_params = {"n_samples": "n_draws"}
     _auto_epoch_bounds = (20, 500)
     _calibrations = ("temperature",)
 
