@@ -13,6 +13,8 @@ from ._validation import ValidationSplit, user_stacklevel
 
 #: an epoch's mean training loss above this multiple of the first batch's (or of 1) = divergence
 DIVERGENCE_FACTOR = 1e3
+#: a diverged fit on features beyond this magnitude names X's scale as the likely cause
+LARGE_FEATURE_MAGNITUDE = 1e3
 
 
 class SklmooNetMixin:
@@ -243,7 +245,16 @@ class SklmooNetMixin:
                              "weight samples or classes")
         self._epoch_offset = len(self.history) if self.initialized_ else 0
         self._first_loss = None
-        NeuralNet.partial_fit(self, X, y, epochs=self.max_epochs_, **fit_params)
+        try:
+            NeuralNet.partial_fit(self, X, y, epochs=self.max_epochs_, **fit_params)
+        except FloatingPointError as exc:
+            magnitude = float(np.abs(np.asarray(X)).max()) if len(X) else 0.0
+            if magnitude > LARGE_FEATURE_MAGNITUDE:
+                # the likeliest cause, named: the networks expect features of order one
+                raise FloatingPointError(
+                    f"{exc}. X holds values up to {magnitude:.3g} in magnitude: standardise "
+                    "the features (e.g. StandardScaler in a pipeline)") from exc
+            raise
         done = len(self.history) - self._epoch_offset
         if done < self.max_epochs_ and not self._stopped_early():
             raise KeyboardInterrupt(f"fit was interrupted after {done} of {self.max_epochs_} "

@@ -378,6 +378,7 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
         if not continuing:
             self.seed_ = int(check_random_state(self.random_state).randint(np.iinfo(np.int32).max))
             self.initialize()
+        self._refuse_restoring_callbacks()
         self._start_fit_warnings()
         dataset_train, dataset_valid = self.get_split_datasets(X, codes, **fit_params)
         n_train = len(dataset_train)
@@ -411,6 +412,19 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
         self._store_recalibration(self.temperature_)
         self.fitted_ = True
         return self
+
+    def _refuse_restoring_callbacks(self):
+        """An early-stopping callback that restores the best epoch's module would roll the
+        chains and their draws back, silently dropping every draw collected after it."""
+        from skorch.callbacks import EarlyStopping
+
+        restoring = [name for name, cb in self.callbacks_
+                     if isinstance(cb, EarlyStopping) and getattr(cb, "load_best", False)]
+        if restoring:
+            raise ValueError(f"callback {restoring[0]!r} restores the best epoch's weights "
+                             "(load_best=True): for SG-MCMC chains that would also drop every "
+                             "draw collected after that epoch. Use load_best=False: sampling "
+                             "then stops early and keeps every draw")
 
     def _make_sampler(self, meta, n_train, n_steps):
         n = self.n_data or n_train
