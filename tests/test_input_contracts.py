@@ -355,3 +355,36 @@ def test_fit_and_predict_leave_the_global_torch_random_stream_alone(iris, name):
     torch.manual_seed(7)
     other = _quiet(ESTIMATORS[name]().fit, X, y)
     np.testing.assert_array_equal(other.predict(X), est.predict(X))
+
+
+def test_l2e_refuses_an_early_stopping_callback_that_would_drop_draws(iris):
+    from skorch.callbacks import EarlyStopping
+
+    from sklmoo.estimators import RestoreBestEarlyStopping
+
+    X, y = iris
+    for callback in (EarlyStopping(load_best=True), RestoreBestEarlyStopping()):
+        est = _l2e(callbacks=[callback])
+        with pytest.raises(ValueError, match="load_best=True.*drop every draw"):
+            est.fit(X, y)
+        assert not est.__sklearn_is_fitted__()
+    # without restoring, stopping early keeps every draw collected
+    est = _quiet(_l2e(max_epochs=8, callbacks=[EarlyStopping(load_best=False)]).fit, X, y)
+    assert est.n_draws_ == len(est.module_.samples) > 0
+
+
+@pytest.mark.parametrize("name", ["mtsgd", "regressor"])
+def test_a_fit_diverging_on_huge_features_names_their_scale(iris, name):
+    X, y = iris
+    with pytest.raises(FloatingPointError, match=r"X holds values up to 3.09e\+30 in magnitude: standardise"):
+        ESTIMATORS[name]().fit(X * 1e30, y)
+
+
+@pytest.mark.parametrize("name, param", [("l2e", "n_chains"), ("mtsgd", "n_particles"),
+                                         ("regressor", "n_particles")])
+def test_a_member_count_beyond_memory_is_refused_before_allocating(iris, name, param):
+    X, y = iris
+    est = ESTIMATORS[name](**{param: 10 ** 9})
+    with pytest.raises(ValueError, match=f"{param}=1000000000 networks .* GiB.*lower {param}"):
+        est.fit(X, y)
+    assert not est.__sklearn_is_fitted__()

@@ -2,6 +2,7 @@
 per-sample losses, divergence detection and "fitted only after a complete fit"."""
 
 import math
+import os
 import warnings
 
 import numpy as np
@@ -216,6 +217,23 @@ class SklmooNetMixin:
     def _guarded_tensors(self):
         """``{name: tensor with the members on axis 0}`` checked after every epoch."""
         return {n: p for n, p in self.module_.named_parameters()}
+
+    def _check_member_memory(self, name, n_members, member, copies):
+        """``ValueError`` before any allocation when ``n_members`` networks like ``member``,
+        each held ``copies`` times (weights, gradients, optimiser state, stored draws), would
+        not fit in the device's memory: a typo such as ``n_particles=10**7`` must not run
+        the machine out of memory."""
+        n_params = sum(p.numel() for p in member.parameters())
+        need = float(n_members) * n_params * copies * 4
+        device = torch.device(str(self.device) if self.device is not None else "cpu")
+        if device.type == "cuda":
+            total = torch.cuda.get_device_properties(device.index or 0).total_memory
+        else:
+            total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+        if need > total:
+            raise ValueError(f"{name}={n_members} networks of {n_params} parameters would need "
+                             f"about {need / 2 ** 30:.3g} GiB, more than the {total / 2 ** 30:.3g} "
+                             f"GiB of memory of {device.type}: lower {name}")
 
     def _check_device_available(self):
         """Fail at the start of fit, with a message, when the device cannot be used."""

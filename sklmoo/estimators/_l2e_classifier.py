@@ -513,6 +513,9 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
                 raise ValueError(f"module maps one sample to an output of shape "
                                  f"{tuple(out.shape[1:])}; y has {n_classes} classes, so it must "
                                  f"output ({n_classes},) logits")
+            # weights, gradients, momentum, running gradient means, and the stored draws
+            self._check_member_memory("n_chains", self.n_chains, probe,
+                                      copies=10 + self.n_draws)
             self.module_ = ChainEnsemble(make, self.n_chains, input_shape=shape,
                                          sample_dtype=_SAMPLE_DTYPES[self.sample_dtype])
         self._register_recalibration(1)

@@ -255,6 +255,9 @@ class MTSGDNetBase(SklmooNetMixin, NeuralNet):
         else:
             factory = member_factory(self.module, **self.get_params_for("module"))
         with torch.random.fork_rng(devices=[]):
+            # weights, gradients, Adam's two moments and the copies made while stacking
+            self._check_member_memory("n_particles", self.n_particles, factory(), copies=6)
+        with torch.random.fork_rng(devices=[]):
             torch.manual_seed(self.seed_)
             self.module_ = MultiTaskParticleNet(factory, self.n_particles, self._head_widths(),
                                                 input_shape=shape,
