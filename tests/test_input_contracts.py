@@ -376,7 +376,8 @@ def test_l2e_refuses_an_early_stopping_callback_that_would_drop_draws(iris):
 @pytest.mark.parametrize("name", ["mtsgd", "regressor"])
 def test_a_fit_diverging_on_huge_features_names_their_scale(iris, name):
     X, y = iris
-    with pytest.raises(FloatingPointError, match=r"X holds values up to 3.09e\+30 in magnitude: standardise"):
+    with pytest.raises(FloatingPointError,
+                       match=r"X holds values up to 3.09e\+30 in magnitude: standardise"):
         ESTIMATORS[name]().fit(X * 1e30, y)
 
 

@@ -31,6 +31,32 @@ class SklmooNetMixin:
 
     _member_kind = "member"
 
+    # -- skorch's bookkeeping, kept out of __init__ -----------------------------------------------
+    # skorch's NeuralNet.__init__ sets history_, initialized_ and virtual_params_, which are no
+    # parameters (scikit-learn's check_no_attributes_set_in_init): their initial values live
+    # on the class, and the virtual parameters in a private attribute, until a fit sets them
+
+    history_ = None
+    initialized_ = False
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        for name in ("history_", "initialized_"):
+            if vars(self).get(name, None) is getattr(type(self), name):
+                del self.__dict__[name]
+
+    @property
+    def virtual_params_(self):
+        state = self.__dict__
+        if "_virtual_params" not in state:     # also a pickle of an earlier version
+            state["_virtual_params"] = state.pop("virtual_params_", {})
+        return state["_virtual_params"]
+
+    @virtual_params_.setter
+    def virtual_params_(self, value):
+        self.__dict__.pop("virtual_params_", None)
+        self.__dict__["_virtual_params"] = value
+
     # -- scikit-learn's parameters and repr --------------------------------------------------
 
     def _get_param_names(self):
