@@ -389,3 +389,21 @@ def test_a_member_count_beyond_memory_is_refused_before_allocating(iris, name, p
     with pytest.raises(ValueError, match=f"{param}=1000000000 networks .* GiB.*lower {param}"):
         est.fit(X, y)
     assert not est.__sklearn_is_fitted__()
+
+
+@pytest.mark.filterwarnings("ignore:Detected pickle protocol:UserWarning")   # torch, on the damage
+def test_a_pickle_that_cannot_be_restored_names_the_versions(iris):
+    import pickle
+
+    import sklmoo
+
+    X, y = iris
+    est = _reg().fit(X, X[:, 0])
+    state = est.__getstate__()
+    assert state["_sklmoo_version"] == sklmoo.__version__
+    assert pickle.loads(pickle.dumps(est)).score(X, X[:, 0]) == est.score(X, X[:, 0])
+    # a state whose torch part cannot be read (as from another version, or damaged)
+    state["__cuda_dependent_attributes__"] = state["__cuda_dependent_attributes__"][:100]
+    state["_sklmoo_version"] = "0.0.1"
+    with pytest.raises(ValueError, match=r"pickled by sklmoo 0\.0\.1, this is sklmoo "):
+        MTSGDRegressor.__new__(MTSGDRegressor).__setstate__(state)

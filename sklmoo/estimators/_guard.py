@@ -18,6 +18,12 @@ DIVERGENCE_FACTOR = 1e3
 LARGE_FEATURE_MAGNITUDE = 1e3
 
 
+def _package_version():
+    from .. import __version__
+
+    return __version__
+
+
 class SklmooNetMixin:
     """Divergence (any of: a non-finite loss or parameter; an epoch's mean training loss above
     ``DIVERGENCE_FACTOR`` times the loss of the fit's first mini-batch, or 1) raises ``FloatingPointError`` naming
@@ -44,6 +50,21 @@ class SklmooNetMixin:
         for name in ("history_", "initialized_"):
             if vars(self).get(name, None) is getattr(type(self), name):
                 del self.__dict__[name]
+
+    def __getstate__(self):
+        state = super().__getstate__()
+        state["_sklmoo_version"] = _package_version()
+        return state
+
+    def __setstate__(self, state):
+        written = state.get("_sklmoo_version", "0.1.0.dev0 or earlier")
+        try:
+            super().__setstate__(state)
+        except Exception as exc:  # whatever skorch / torch raise on a state they cannot read
+            raise ValueError(f"cannot restore this {type(self).__name__}: it was pickled by "
+                             f"sklmoo {written}, this is sklmoo {_package_version()} "
+                             f"({type(exc).__name__}: {exc}); refit it with this version"
+                             ) from exc
 
     @property
     def virtual_params_(self):
