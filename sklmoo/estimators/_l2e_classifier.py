@@ -669,9 +669,10 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
 
         Returns
         -------
-        dict with ``'total'``, ``'aleatoric'`` and ``'epistemic'`` arrays (n_samples,): total
-        entropy of the model average = expected entropy of the draws (aleatoric) + mutual
-        information between label and parameters (epistemic).
+        uncertainty : dict of str to ndarray of shape (n_samples,)
+            ``'total'``, ``'aleatoric'`` and ``'epistemic'``: the entropy of the model average
+            = the draws' expected entropy (aleatoric) + the mutual information between label
+            and parameters (epistemic).
         """
         parts = self._reduce_rows(X, entropy_decomposition)
         return dict(zip(("total", "aleatoric", "epistemic"), parts))

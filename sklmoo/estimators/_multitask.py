@@ -447,10 +447,10 @@ class MTSGDMultiTaskClassifier(ClassifierMixin, MTSGDNetBase):
 
         Returns
         -------
-        dict with ``'total'``, ``'aleatoric'`` and ``'epistemic'`` arrays (n_samples, n_tasks)
-        ((n_samples,) for a 1-D ``y``):
-        total entropy of the ensemble average = expected member entropy (aleatoric) + mutual
-        information between label and particle (epistemic).
+        uncertainty : dict of str to ndarray of shape (n_samples, n_tasks) or (n_samples,)
+            ``'total'``, ``'aleatoric'`` and ``'epistemic'`` (1-D for a 1-D ``y``): the
+            entropy of the particles' average = the particles' expected entropy (aleatoric) +
+            the mutual information between label and particle (epistemic).
         """
         def reduce(out):
             parts = [entropy_decomposition(self._member_proba(lg)) for lg in out]

@@ -489,6 +489,30 @@ class MTSGDRegressor(RegressorMixin, MTSGDNetBase):
             return self._shaped(mean)
         return self._shaped(mean), self._shaped(np.sqrt(aleatoric + epistemic) * self.y_scale_)
 
+    def partial_fit(self, X, y, **fit_params):
+        """Train ``max_epochs`` more epochs on ``(X, y)``, keeping the particles.
+
+        The first call fits new particles (and the linear mean function, see
+        ``mean_function``); later calls continue them, in the first call's standardisation, and
+        must have the same outputs.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features) or (n_samples, C, H, W)
+            One chunk of training inputs, with the features of the first call.
+        y : array-like of shape (n_samples,) or (n_samples, n_outputs)
+            Its targets (NaN: missing).
+        **fit_params
+            Passed to skorch's training loop (``sample_weight`` is refused).
+
+        Returns
+        -------
+        self
+        """
+        # here only for its signature and docstring: MTSGDNetBase.partial_fit's ``classes``
+        # is for the classifier (given to a regressor it still raises a ValueError)
+        return super().partial_fit(X, y, **fit_params)
+
     @property
     def predict_proba(self):
         # skorch's NeuralNet defines it; a regressor has none (hasattr() is then False, so
@@ -529,11 +553,12 @@ class MTSGDRegressor(RegressorMixin, MTSGDNetBase):
 
         Returns
         -------
-        dict with ``'total'``, ``'aleatoric'`` and ``'epistemic'`` arrays shaped like ``y``:
-        total = aleatoric (the particles' mean noise variance) + epistemic (the variance of the
-        particles' means, plus the linear mean function's weight variance with
-        ``mean_function='linear'``), the law of total variance over the ensemble. Both parts
-        include the fitted ``variance_scale_``.
+        uncertainty : dict of str to ndarray of shape (n_samples,) or (n_samples, n_outputs)
+            ``'total'``, ``'aleatoric'`` and ``'epistemic'``, shaped like ``y``: total =
+            aleatoric (the particles' mean noise variance) + epistemic (the variance of the
+            particles' means, plus the linear mean function's weight variance with
+            ``mean_function='linear'``), the law of total variance over the ensemble. Both
+            parts include the fitted ``variance_scale_``.
         """
         _, aleatoric, epistemic = (self._original_variance(v) if i else v
                                    for i, v in enumerate(self._ensemble_moments(X)))
