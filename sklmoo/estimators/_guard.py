@@ -441,18 +441,52 @@ class SklmooNetMixin:
     def _before_load_params(self):
         """What a fitted module needs before a state dict is loaded into it (nothing here)."""
 
-    def load_params(self, *args, **kwargs):
-        """skorch's ``load_params``; loading ``f_params`` (or a ``checkpoint``) also restores
-        what the module holds beyond the weights: the fitted calibration and, for L2E, the
-        draws (``n_draws_``; ``convergence_`` becomes None: call ``diagnose``). The estimator
-        must have been fitted on data with the same features and targets (e.g. with
-        ``max_epochs=1``; see ``initialize_module``).
+    def save_params(self, f_params=None, f_optimizer=None, f_criterion=None, f_history=None,
+                    use_safetensors=False, **kwargs):
+        """Write the fitted network to files: its state, the optimizer's and the history.
+
+        The files hold the network, not the whole estimator: :meth:`load_params` reads them
+        into an estimator fitted on data with the same features and targets. To keep the whole
+        fitted estimator in one file, pickle it (``pickle`` / ``joblib.dump``).
 
         Parameters
         ----------
-        *args, **kwargs
-            As in skorch's ``NeuralNet.load_params`` (``f_params``, ``f_optimizer``,
-            ``f_history``, ``checkpoint``).
+        f_params : str, path or file-like, default=None
+            The module's state: the members' weights and the fitted state the estimator keeps
+            in its module (see its Attributes). None: not saved.
+        f_optimizer : str, path or file-like, default=None
+            The optimizer's state, which a continued fit needs. None: not saved.
+        f_criterion : str, path or file-like, default=None
+            The loss module's state. None: not saved.
+        f_history : str, path or file-like, default=None
+            ``history`` as JSON. None: not saved.
+        use_safetensors : bool, default=False
+            Write with ``safetensors`` instead of ``torch.save`` (tensors only: not the
+            optimizer).
+        **kwargs
+            ``f_<name>`` saves a further module, criterion or optimizer set as ``<name>_``.
+        """
+        return super().save_params(f_params=f_params, f_optimizer=f_optimizer,
+                                   f_criterion=f_criterion, f_history=f_history,
+                                   use_safetensors=use_safetensors, **kwargs)
+
+    def load_params(self, *args, **kwargs):
+        """Read files written by :meth:`save_params` into this fitted estimator.
+
+        The network is sized from the data, so fit the estimator first on data with the same
+        features and targets (``clone(est).set_params(max_epochs=1).fit(X, y)`` is enough),
+        then load. Loading ``f_params`` (or a ``checkpoint``) restores the weights and the
+        fitted state kept in the module (see the Attributes); when the files do not match the
+        estimator, it raises and the estimator keeps its fitted network.
+
+        Parameters
+        ----------
+        f_params, f_optimizer, f_criterion, f_history : str, path or file-like, default=None
+            The files :meth:`save_params` wrote; None: that part is not loaded.
+        checkpoint : skorch.callbacks.Checkpoint, default=None
+            Load the files a ``Checkpoint`` callback wrote (an ``f_*`` given as well wins).
+        use_safetensors : bool, default=False
+            True for files written with ``use_safetensors=True``.
 
         Returns
         -------
