@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 import torch
 
-from _hostile import inflated_member, members_of, write_zip
+from _hostile import inflated_member, members_of, peak_rss_of, write_zip
 from sklmoo.meta import MetaTrainer, load_default_meta_sampler
 from sklmoo.meta._train import main
 from sklmoo.samplers import MetaSampler
@@ -390,3 +390,76 @@ def test_a_meta_sampler_card_does_not_alias_the_trainer_settings():
     assert trainer.config["sigma"] == 0.01
     assert trainer.state_dict()["config"]["sigma"] == 0.01
 
+
+def test_resume_refuses_a_checkpoint_that_inflates_to_gigabytes(tmp_path, two_steps):
+    # 1.5 MB on disk whose pickle member inflates to 1.5 GiB: 3 GB peak and exit 0 before
+    out = tmp_path / "run"
+    shutil.copytree(two_steps, out)
+    inflated_member(out / "checkpoint.pt", "data.pkl", 3 * GiB // 2)
+    assert (out / "checkpoint.pt").stat().st_size < 2 * 2 ** 20
+    argv = ["--out", str(out), "--outer-steps", "2", *TINY, "--resume"]
+    peak, printed = peak_rss_of("from sklmoo.meta._train import main", f"""
+        import contextlib, io
+        err = io.StringIO()
+        try:
+            with contextlib.redirect_stderr(err):
+                main({argv!r})
+        except SystemExit as exc:
+            print(exc.code, err.getvalue().strip().splitlines()[-1])
+        """)
+    assert printed.startswith("2 ")
+    assert f"--resume: {out / 'checkpoint.pt'}: its members declare" in printed
+    assert "refusing to load it" in printed
+    assert peak < 400 * 2 ** 20, f"{peak / 2 ** 20:.0f} MB"
+
+
+def test_resume_refuses_unknown_keys_by_name(tmp_path, capsys, two_steps):
+    out = tmp_path / "run"
+    shutil.copytree(two_steps, out)
+    state = torch.load(out / "checkpoint.pt", weights_only=True)
+    state["extra"] = torch.zeros(3)
+    torch.save(state, out / "checkpoint.pt")
+    err = _usage_error(capsys, ["--out", str(out), "--outer-steps", "3", *TINY, "--resume"])
+    assert f"--resume: {out / 'checkpoint.pt'}: " in err
+    assert "unknown keys ['extra']" in err
+
+
+def test_resume_refuses_views_claiming_more_than_their_data(tmp_path, capsys, two_steps):
+    out = tmp_path / "run"
+    shutil.copytree(two_steps, out)
+    state = torch.load(out / "checkpoint.pt", weights_only=True)
+    moments = state["optimizer"]["state"][0]
+    moments["exp_avg"] = moments["exp_avg"][:1].expand(10_000_000)      # 40 MB from 4 bytes
+    torch.save(state, out / "checkpoint.pt")
+    err = _usage_error(capsys, ["--out", str(out), "--outer-steps", "3", *TINY, "--resume"])
+    assert "1 tensor(s) of the state claim more elements than their data holds" in err
+
+
+def test_resume_names_the_version_that_wrote_a_refused_checkpoint(tmp_path, capsys, two_steps):
+    out = tmp_path / "run"
+    shutil.copytree(two_steps, out)
+    state = torch.load(out / "checkpoint.pt", weights_only=True)
+    assert isinstance(state["sklmoo_version"], str)
+    state.update(sklmoo_version="0.0.1", phi=torch.zeros(3))
+    torch.save(state, out / "checkpoint.pt")
+    err = _usage_error(capsys, ["--out", str(out), "--outer-steps", "3", *TINY, "--resume"])
+    assert "(written by sklmoo 0.0.1; this is sklmoo " in err and "phi must be" in err
+
+
+def test_resume_with_fewer_outer_steps_than_done_is_a_usage_error(tmp_path, capsys, two_steps):
+    out = tmp_path / "run"
+    shutil.copytree(two_steps, out)
+    before = (out / "checkpoint.pt").read_bytes()
+    err = _usage_error(capsys, ["--out", str(out), "--outer-steps", "1", *TINY, "--resume"])
+    assert "is at outer step 2, beyond --outer-steps 1" in err
+    assert (out / "checkpoint.pt").read_bytes() == before
+
+
+def test_resume_rewrites_a_deeply_nested_curve(tmp_path, two_steps):
+    # curve.json crashed --resume with RecursionError; now it is a mismatch, rewritten
+    out = tmp_path / "run"
+    shutil.copytree(two_steps, out)
+    (out / "curve.json").write_text("[" * 100_000 + "]" * 100_000)
+    main(["--out", str(out), "--outer-steps", "2", *TINY, "--resume"])
+    state = torch.load(out / "checkpoint.pt", weights_only=True)
+    assert json.loads((out / "curve.json").read_text()) == json.loads(json.dumps(state["curve"]))
