@@ -1,6 +1,7 @@
 """What every sklmoo estimator shares around skorch: input validation, seeded mini-batch order,
 per-sample losses, divergence detection and "fitted only after a complete fit"."""
 
+import contextlib
 import math
 import warnings
 
@@ -9,6 +10,7 @@ import torch
 from sklearn.exceptions import NotFittedError
 from sklearn.utils.validation import validate_data
 
+from ._saved_params import check_files, checked_loads, files_to_load, restore, snapshot
 from ._validation import ValidationSplit, user_stacklevel
 
 #: an epoch's mean training loss above this multiple of the first batch's (or of 1) = divergence
@@ -317,43 +319,67 @@ class SklmooNetMixin:
     def _before_load_params(self):
         """What a fitted module needs before a state dict is loaded into it (nothing here)."""
 
-    def load_params(self, *args, **kwargs):
+    def load_params(self, f_params=None, f_optimizer=None, f_criterion=None, f_history=None,
+                    checkpoint=None, use_safetensors=False, **kwargs):
         """skorch's ``load_params``; loading ``f_params`` (or a ``checkpoint``) also restores
         what the module holds beyond the weights: the fitted calibration and, for L2E, the
         draws (``n_draws_``; ``convergence_`` becomes None: call ``diagnose``). The estimator
         must have been fitted on data with the same features and targets (e.g. with
         ``max_epochs=1``; see ``initialize_module``).
 
+        Loading is checked before anything is read: every ``torch.save`` file (a path or a
+        file object, put back where it was) must be a zip archive whose members declare at
+        most twice what it replaces plus a MB (for L2E, plus the draws it holds uncompressed,
+        which cost their size on disk), and ``f_history`` a JSON list of at most 16 MB.
+        The loaded parameters must then have exactly the module's keys and shapes (the draws
+        any number of draws of these chains, each backed by data in the file), finite values
+        and positive temperatures / variance scales; otherwise nothing is copied.
+
         Parameters
         ----------
-        *args, **kwargs
-            As in skorch's ``NeuralNet.load_params`` (``f_params``, ``f_optimizer``,
-            ``f_history``, ``checkpoint``).
+        f_params, f_optimizer, f_criterion, f_history, checkpoint, use_safetensors, **kwargs
+            As in skorch's ``NeuralNet.load_params``.
 
         Returns
         -------
         self
+
+        Raises
+        ------
+        ValueError
+            Naming the file and the problem; the estimator is then exactly as before the call
+            (weights, draws, optimiser state and history).
         """
+        if checkpoint is not None and not self.initialized_:
+            self.initialize()           # skorch does, to format the checkpoint's file names
+        files = files_to_load(self, checkpoint, dict(
+            f_params=f_params, f_optimizer=f_optimizer, f_criterion=f_criterion,
+            f_history=f_history, **kwargs))
+        check_files(self, files, use_safetensors)
         module = getattr(self, "module_", None)
         if isinstance(module, torch.nn.Module):
             self._before_load_params()
-        saved = ({k: v.detach().clone() for k, v in module.state_dict().items()}
-                 if isinstance(module, torch.nn.Module) else None)
+        saved = snapshot(self)
+        source = files.get("f_params", files.get("f_module"))
         try:
-            super().load_params(*args, **kwargs)
-        except RuntimeError as err:
-            # torch copies the matching tensors before it reports the mismatched keys: put the
-            # fitted module back so that a failed load leaves the estimator as it was
-            if saved is not None:
-                module.load_state_dict(saved)
-            if "output_map." in str(err):
+            with (checked_loads(module, source) if isinstance(module, torch.nn.Module)
+                  and source is not None else contextlib.nullcontext()):
+                super().load_params(f_params=f_params, f_optimizer=f_optimizer,
+                                    f_criterion=f_criterion, f_history=f_history,
+                                    checkpoint=checkpoint, use_safetensors=use_safetensors,
+                                    **kwargs)
+        except BaseException as err:
+            # torch copies the matching tensors before it reports a mismatch, skorch replaces
+            # the history first: put everything back so that a failed load changes nothing
+            restore(self, saved)
+            if isinstance(err, (RuntimeError, ValueError)) and "output_map." in str(err):
                 raise ValueError(
                     "the saved parameters and this estimator differ in mean_function (one holds "
                     "a linear mean function, module_.output_map, the other not): fit this "
                     "estimator with the mean_function of the one that saved them, then load; "
                     f"the estimator is unchanged ({err})") from err
             raise
-        if kwargs.get("f_params") is not None or kwargs.get("checkpoint") is not None:
+        if source is not None:
             self._after_load_params()
         return self
 
