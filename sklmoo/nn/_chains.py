@@ -112,6 +112,12 @@ class SampleStore(nn.Module):
         bytes in its storage (a view with a zero or overlapping stride claiming 100,000 draws
         of one stored draw is a forged file: loading it would allocate them all).
 
+        Parameters
+        ----------
+        state_dict : dict
+        prefix : str, default=''
+            This store's prefix in ``state_dict`` (``'samples.'`` in a :class:`ChainEnsemble`'s).
+
         Raises
         ------
         ValueError
