@@ -1,6 +1,7 @@
 """What every sklmoo estimator shares around skorch: input validation, seeded mini-batch order,
 per-sample losses, divergence detection and "fitted only after a complete fit"."""
 
+import contextlib
 import math
 import os
 import warnings
@@ -10,6 +11,7 @@ import torch
 from sklearn.exceptions import NotFittedError
 from sklearn.utils.validation import validate_data
 
+from ._saved_params import check_files, checked_loads, files_to_load, restore, snapshot
 from ._validation import ValidationSplit, user_stacklevel
 
 #: an epoch's mean training loss above this multiple of the first batch's (or of 1) = divergence
@@ -470,7 +472,8 @@ class SklmooNetMixin:
                                    f_criterion=f_criterion, f_history=f_history,
                                    use_safetensors=use_safetensors, **kwargs)
 
-    def load_params(self, *args, **kwargs):
+    def load_params(self, f_params=None, f_optimizer=None, f_criterion=None, f_history=None,
+                    checkpoint=None, use_safetensors=False, **kwargs):
         """Read files written by :meth:`save_params` into this fitted estimator.
 
         The network is sized from the data, so fit the estimator first on data with the same
@@ -478,6 +481,14 @@ class SklmooNetMixin:
         then load. Loading ``f_params`` (or a ``checkpoint``) restores the weights and the
         fitted state kept in the module (see the Attributes); when the files do not match the
         estimator, it raises and the estimator keeps its fitted network.
+
+        Loading is checked before anything is read: every ``torch.save`` file (a path or a
+        file object, put back where it was) must be a zip archive whose members declare at
+        most twice what it replaces plus a MB (for L2E, plus the draws it holds uncompressed,
+        which cost their size on disk), and ``f_history`` a JSON list of at most 16 MB.
+        The loaded parameters must then have exactly the module's keys and shapes (the draws
+        any number of draws of these chains, each backed by data in the file), finite values
+        and positive temperatures / variance scales; otherwise nothing is copied.
 
         Parameters
         ----------
@@ -491,27 +502,43 @@ class SklmooNetMixin:
         Returns
         -------
         self
+
+        Raises
+        ------
+        ValueError
+            Naming the file and the problem; the estimator is then exactly as before the call
+            (weights, draws, optimiser state and history).
         """
+        if checkpoint is not None and not self.initialized_:
+            self.initialize()           # skorch does, to format the checkpoint's file names
+        files = files_to_load(self, checkpoint, dict(
+            f_params=f_params, f_optimizer=f_optimizer, f_criterion=f_criterion,
+            f_history=f_history, **kwargs))
+        check_files(self, files, use_safetensors)
         module = getattr(self, "module_", None)
         if isinstance(module, torch.nn.Module):
             self._before_load_params()
-        saved = ({k: v.detach().clone() for k, v in module.state_dict().items()}
-                 if isinstance(module, torch.nn.Module) else None)
+        saved = snapshot(self)
+        source = files.get("f_params", files.get("f_module"))
         try:
-            super().load_params(*args, **kwargs)
-        except RuntimeError as err:
-            # torch copies the matching tensors before it reports the mismatched keys: put the
-            # fitted module back so that a failed load leaves the estimator as it was
-            if saved is not None:
-                module.load_state_dict(saved)
-            if "output_map." in str(err):
+            with (checked_loads(module, source) if isinstance(module, torch.nn.Module)
+                  and source is not None else contextlib.nullcontext()):
+                super().load_params(f_params=f_params, f_optimizer=f_optimizer,
+                                    f_criterion=f_criterion, f_history=f_history,
+                                    checkpoint=checkpoint, use_safetensors=use_safetensors,
+                                    **kwargs)
+        except BaseException as err:
+            # torch copies the matching tensors before it reports a mismatch, skorch replaces
+            # the history first: put everything back so that a failed load changes nothing
+            restore(self, saved)
+            if isinstance(err, (RuntimeError, ValueError)) and "output_map." in str(err):
                 raise ValueError(
                     "the saved parameters and this estimator differ in mean_function (one holds "
                     "a linear mean function, module_.output_map, the other not): fit this "
                     "estimator with the mean_function of the one that saved them, then load; "
                     f"the estimator is unchanged ({err})") from err
             raise
-        if kwargs.get("f_params") is not None or kwargs.get("checkpoint") is not None:
+        if source is not None:
             self._after_load_params()
         return self
 
