@@ -483,12 +483,11 @@ class SklmooNetMixin:
         estimator, it raises and the estimator keeps its fitted network.
 
         Loading is checked before anything is read: every ``torch.save`` file (a path or a
-        file object, put back where it was) must be a zip archive whose members declare at
-        most twice what it replaces plus a MB (for L2E, plus the draws it holds uncompressed,
-        which cost their size on disk), and ``f_history`` a JSON list of at most 16 MB.
-        The loaded parameters must then have exactly the module's keys and shapes (the draws
-        any number of draws of these chains, each backed by data in the file), finite values
-        and positive temperatures / variance scales; otherwise nothing is copied.
+        file object, put back where it was) must be a zip archive whose members declare
+        about the size of the state it replaces, not more, and ``f_history`` a JSON list of
+        at most 16 MB. The loaded parameters must then have the module's keys and shapes,
+        each backed by data in the file, finite values and positive recalibration factors;
+        otherwise nothing is copied.
 
         Parameters
         ----------
