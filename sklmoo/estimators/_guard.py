@@ -506,7 +506,7 @@ class SklmooNetMixin:
         ------
         ValueError
             Naming the file and the problem; the estimator is then exactly as before the call
-            (weights, draws, optimiser state and history).
+            (its fitted network, optimiser state and history).
         """
         if checkpoint is not None and not self.initialized_:
             self.initialize()           # skorch does, to format the checkpoint's file names
