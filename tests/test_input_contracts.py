@@ -407,3 +407,54 @@ def test_a_pickle_that_cannot_be_restored_names_the_versions(iris):
     state["_sklmoo_version"] = "0.0.1"
     with pytest.raises(ValueError, match=r"pickled by sklmoo 0\.0\.1, this is sklmoo "):
         MTSGDRegressor.__new__(MTSGDRegressor).__setstate__(state)
+
+
+# -- from the fresh hostile pass over the round-4 fixes ---------------------------------------
+
+
+def test_r2_of_tiny_and_huge_targets_matches_ordinary_units(iris):
+    X, y = iris
+    target = X[:, 0] * 2.0 + y
+    reg = _reg().fit(X, target)
+    expected = reg.score(X, target)
+    for scale in (1e-200, 1e200):
+        # the same fit in other units: predictions scale with the targets
+        scaled = _reg().fit(X, target * scale)
+        assert scaled.score(X, target * scale) == pytest.approx(expected, rel=1e-4)
+    # a prediction hopelessly far from tiny targets: hugely negative, never a silent 0
+    assert reg.score(X, target * 1e-200) < -1e100
+
+
+def test_a_fit_that_fails_on_a_changed_parameter_leaves_the_estimator_unfitted(iris, tmp_path):
+    X, y = iris
+    bad = tmp_path / "bad.npz"
+    bad.write_bytes(b"not a zip")
+    est = _quiet(_l2e().fit, X, y)
+    with pytest.raises(ValueError, match="bad.npz"):
+        est.set_params(meta_sampler=str(bad)).fit(X, y)
+    assert not est.__sklearn_is_fitted__()
+
+
+def test_l2e_parameters_without_draws_are_refused_and_change_nothing(iris, tmp_path):
+    X, y = iris
+    est = _quiet(_l2e().fit, X, y)
+    before = est.predict_proba(X)
+    empty = _quiet(_l2e(max_epochs=4, burn_in=3, n_draws=1).fit, X, y)
+    empty.module_.samples.clear()
+    empty.save_params(f_params=tmp_path / "p.pt")
+    with pytest.raises(ValueError, match="hold no draws"):
+        est.load_params(f_params=tmp_path / "p.pt")
+    assert est.__sklearn_is_fitted__() and est.n_draws_ == len(est.module_.samples)
+    np.testing.assert_array_equal(est.predict_proba(X), before)
+
+
+def test_loading_parameters_of_other_features_does_not_blame_mean_function(iris, tmp_path):
+    X, y = iris
+    _reg().fit(X, X[:, 0]).save_params(f_params=tmp_path / "four.pt")
+    three = _reg().fit(X[:, :3], X[:, 0])
+    with pytest.raises(ValueError) as info:
+        three.load_params(f_params=tmp_path / "four.pt")
+    assert "mean_function" not in str(info.value)
+    other = _reg(mean_function=None).fit(X, X[:, 0])
+    with pytest.raises(ValueError, match="differ in mean_function"):
+        other.load_params(f_params=tmp_path / "four.pt")

@@ -526,19 +526,14 @@ class SklmooNetMixin:
                                     f_criterion=f_criterion, f_history=f_history,
                                     checkpoint=checkpoint, use_safetensors=use_safetensors,
                                     **kwargs)
-        except BaseException as err:
+            if source is not None:
+                # checks what was loaded before it sets any fitted attribute
+                self._after_load_params()
+        except BaseException:
             # torch copies the matching tensors before it reports a mismatch, skorch replaces
             # the history first: put everything back so that a failed load changes nothing
             restore(self, saved)
-            if isinstance(err, (RuntimeError, ValueError)) and "output_map." in str(err):
-                raise ValueError(
-                    "the saved parameters and this estimator differ in mean_function (one holds "
-                    "a linear mean function, module_.output_map, the other not): fit this "
-                    "estimator with the mean_function of the one that saved them, then load; "
-                    f"the estimator is unchanged ({err})") from err
             raise
-        if source is not None:
-            self._after_load_params()
         return self
 
     def _start_fit_warnings(self):

@@ -358,6 +358,10 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
         return self._fit(X, y, self.__sklearn_is_fitted__(), fit_params, classes=classes)
 
     def _fit(self, X, y, continuing, fit_params, classes=None):
+        if not continuing:
+            # a new fit replaces the fitted model whether or not it succeeds: the parameters
+            # may already have changed (set_params), so the old model no longer matches them
+            self.fitted_ = False
         meta = self._check_params()
         if continuing:
             # checked before anything changes: a refused continuation keeps the fitted model
@@ -578,6 +582,9 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
         """Loading ``f_params`` (the chains and their draws) also sets ``n_draws_`` to the
         loaded draws, ``temperature_`` to the saved one and ``convergence_`` to None (it was
         computed for other draws: call :meth:`diagnose`)."""
+        if len(self.module_.samples) == 0:
+            raise ValueError("the loaded parameters hold no draws (saved before burn-in ended?): "
+                             "there is nothing to predict with; the estimator is unchanged")
         self.n_draws_ = len(self.module_.samples)
         self.convergence_ = None
         self.temperature_ = float(self._loaded_recalibration()[0])

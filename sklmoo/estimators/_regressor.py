@@ -6,7 +6,6 @@ import numpy as np
 import torch
 from sklearn.base import RegressorMixin
 from sklearn.linear_model import BayesianRidge
-from sklearn.metrics import r2_score
 
 from ..metrics._recalibration import fit_variance_scale
 from ..nn import LinearMean, StackedGaussianHead
@@ -577,12 +576,30 @@ class MTSGDRegressor(RegressorMixin, MTSGDNetBase):
         for t in range(arr.shape[1]):
             rows = ~np.isnan(arr[:, t])
             if rows.sum() >= 2:
-                # R^2 is scale-free: divide both by the largest magnitude first, or the sums
-                # of squares overflow for targets beyond ~1e154 (inf / inf = NaN)
-                scale = max(np.abs(arr[rows, t]).max(), np.abs(pred[rows, t]).max())
-                scale = scale if np.isfinite(scale) and scale > 0 else 1.0
-                scores.append(r2_score(arr[rows, t] / scale, pred[rows, t] / scale,
-                                       sample_weight=None if w is None else w[rows]))
+                scores.append(_r2_scale_free(arr[rows, t], pred[rows, t],
+                                             None if w is None else w[rows]))
         if not scores:
             raise ValueError("y has no output with two or more observed values")
         return float(np.mean(scores))
+
+
+def _r2_scale_free(y, pred, weight=None):
+    """:math:`R^2 = 1 - SS_{res} / SS_{tot}` (scikit-learn's ``r2_score``, 1 for a perfect
+    prediction of a constant target, 0 for an imperfect one) with each sum of squares taken
+    in units of its own largest term: squares of targets beyond ~1e154 overflow, and of
+    targets below ~1e-154 underflow, into a NaN or a silent 0."""
+    weight = np.ones(len(y)) if weight is None else np.asarray(weight, dtype=np.float64)
+    scale = max(np.abs(y).max(), np.abs(pred).max())
+    if np.isfinite(scale) and scale > 0:
+        y, pred = y / scale, pred / scale
+    deviation = y - np.average(y, weights=weight)
+    residual = y - pred
+    s_tot, s_res = np.abs(deviation).max(), np.abs(residual).max()
+    if s_res == 0:
+        return 1.0
+    if s_tot == 0:
+        return 0.0
+    ratio = (np.sum(weight * (residual / s_res) ** 2)
+             / np.sum(weight * (deviation / s_tot) ** 2))
+    with np.errstate(over="ignore"):
+        return float(1.0 - (s_res / s_tot) ** 2 * ratio)

@@ -122,6 +122,11 @@ def check_state_dict(module, state_dict, source):
     expected = module.state_dict()
     unknown = sorted(map(str, set(state_dict) - set(expected)))
     missing = sorted(set(expected) - set(state_dict))
+    if (unknown or missing) and all(k.startswith("output_map.") for k in unknown + missing):
+        raise ValueError(
+            f"{source} and this estimator differ in mean_function (one holds a linear mean "
+            "function, module_.output_map, the other not): fit this estimator with the "
+            "mean_function of the one that saved them, then load; the estimator is unchanged")
     if unknown or missing:
         raise ValueError(
             f"{source} does not hold this estimator's parameters: "
