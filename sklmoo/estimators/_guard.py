@@ -9,6 +9,7 @@ import torch
 from sklearn.exceptions import NotFittedError
 from sklearn.utils.validation import validate_data
 
+from ._progress import ProgressLog
 from ._validation import ValidationSplit, user_stacklevel
 
 #: an epoch's mean training loss above this multiple of the first batch's (or of 1) = divergence
@@ -29,6 +30,13 @@ class SklmooNetMixin:
     _member_kind = "member"
 
     # -- scikit-learn's parameters and repr --------------------------------------------------
+
+    def get_default_callbacks(self):
+        """skorch's, with ``print_log`` a :class:`~sklmoo.estimators._progress.ProgressLog`:
+        with ``verbose=1`` one short row per epoch (epoch / budget, losses, seconds), with
+        ``verbose=2`` every column of ``history``."""
+        return [(name, ProgressLog() if name == "print_log" else cb)
+                for name, cb in super().get_default_callbacks()]
 
     def _get_param_names(self):
         # skorch lists every public attribute set in __init__; its bookkeeping is no parameter
