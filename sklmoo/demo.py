@@ -226,7 +226,8 @@ def _print_toy(rows):
 
 
 #: sizes of ``make demo``: small enough for well under a minute on 2 quiet cores, large enough
-#: for a first look at the three configurations (the full study: ``benchmarks/bench_multi_digits.py``)
+#: for a first look at the three configurations (the full study:
+#: ``benchmarks/bench_multi_digits.py``)
 DEMO_SIZES = dict(n_train=1000, n_test=500, max_epochs=8, n_particles=5, lr=1e-2)
 
 
