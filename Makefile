@@ -3,6 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.sklmoo-installed
+DOCS_STAMP := $(VENV)/.sklmoo-docs-installed
 
 # pip install, not quiet (pip lists what it installs or finds already there), with a line
 # saying what is being installed before it and how long it took after it
@@ -32,8 +33,12 @@ test: $(STAMP)
 bench: $(STAMP)
 	MPLBACKEND=Agg $(PY) benchmarks/bench_sampler_step.py
 
-docs: $(STAMP)
+# the docs' extras, like the rest, are installed again only when the package's metadata changed
+$(DOCS_STAMP): $(STAMP) setup.cfg pyproject.toml
 	$(call pip_install,-e '.[docs]')
+	touch $(DOCS_STAMP)
+
+docs: $(DOCS_STAMP)
 	MPLBACKEND=Agg $(PY) -m sphinx -W --keep-going -b html docs docs/_build/html
 
 clean:
