@@ -15,6 +15,9 @@ extensions = [
     "sphinx.ext.autodoc",
     "sphinx.ext.autosummary",
     "sphinx.ext.mathjax",
+    # MathJax 3 served with the docs (_static/mathjax/, set as mathjax_path) instead of from a
+    # CDN, so that offline and air-gapped copies render the math (the ``docs`` extra installs it)
+    "sphinx-mathjax-offline",
     "sphinx.ext.viewcode",
     "numpydoc",
     "sphinx_gallery.gen_gallery",

@@ -1,8 +1,15 @@
-"""Atomic file writes: a reader never sees a half-written file, and an interrupted write leaves
-the previous version in place."""
+"""Files the project writes and reads: atomic writes (a reader never sees a half-written file, and
+an interrupted write leaves the previous version in place), the ownership of a run directory,
+and the checks that make reading a hostile file cheap: declared sizes are bounded before
+anything is decompressed or parsed."""
 
+import json
 import os
 import pathlib
+import zipfile
+
+#: the deepest nesting :func:`read_json` accepts (sklmoo's own JSON files nest 2 to 5 levels)
+MAX_JSON_DEPTH = 64
 
 
 def atomic_write(path, write):
@@ -166,3 +173,185 @@ def _lock_nonblocking(fd):
         msvcrt.locking(fd, msvcrt.LK_NBLCK, 1)
         return
     fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+
+
+def _describe(file):
+    """A file's name for messages: its path, or a file object's ``name`` if it has one."""
+    if isinstance(file, (str, os.PathLike)):
+        return str(file)
+    return str(getattr(file, "name", None) or f"<{type(file).__name__}>")
+
+
+class ArchiveTooLargeError(ValueError):
+    """An archive's members declare more bytes than the state it should hold can need."""
+
+
+def check_torch_archive(file, limit, *, allow_stored_bytes=False):
+    """Refuse, before ``torch.load`` reads anything, a file that is not a ``torch.save`` zip
+    archive or whose members declare more than ``limit`` bytes once decompressed.
+
+    ``torch.load`` allocates every member it reads at its declared size and inflates deflated
+    members: a few MB of deflated zeros cost GBs. The declared sizes come from the zip's
+    central directory, which torch's reader trusts too, so bounding them bounds what the load
+    allocates.
+
+    Parameters
+    ----------
+    file : str, path or binary file object
+        A file object is read from its current position and put back there.
+    limit : int
+        Bytes the members may declare in total, derived from what the caller expects the file
+        to hold.
+    allow_stored_bytes : bool, default=False
+        Also accept the bytes of members stored uncompressed (what ``torch.save`` writes):
+        their content is present in the file, so loading them costs the file's own size, not
+        an amplification of it. For states whose legitimate size is not known in advance (an
+        L2E estimator's draws).
+
+    Returns
+    -------
+    int
+        The members' declared size in total.
+
+    Raises
+    ------
+    ArchiveTooLargeError
+        Naming the file and the sizes, if the members declare more than allowed.
+    ValueError
+        Naming the file, if it is not a zip archive (a truncated file, one of torch's legacy
+        format, or no torch file at all).
+    """
+    name = _describe(file)
+    if isinstance(file, (str, os.PathLike)):
+        with open(file, "rb") as f:
+            return _check_torch_archive(f, name, limit, allow_stored_bytes)
+    try:
+        start = file.tell()
+    except (AttributeError, OSError) as exc:
+        raise ValueError(f"cannot read {name}: a file object must be seekable to be checked "
+                         f"before loading ({type(exc).__name__}: {exc})") from None
+    try:
+        return _check_torch_archive(file, name, limit, allow_stored_bytes)
+    finally:
+        file.seek(start)
+
+
+def _check_torch_archive(f, name, limit, allow_stored_bytes):
+    start = f.tell()
+    on_disk = f.seek(0, os.SEEK_END) - start
+    f.seek(start)
+    try:
+        with zipfile.ZipFile(f) as archive:
+            members = archive.infolist()
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError, OSError, ValueError) as exc:
+        raise ValueError(f"{name} is not a zip archive written by torch.save: it is truncated, "
+                         f"of torch's legacy format (not read) or no torch file at all "
+                         f"({type(exc).__name__}: {exc})") from None
+    declared = sum(m.file_size for m in members)
+    if allow_stored_bytes:
+        stored = sum(m.compress_size for m in members if m.compress_type == zipfile.ZIP_STORED)
+        limit += min(stored, on_disk)
+    if declared > limit:
+        largest = max(members, key=lambda m: m.file_size)
+        raise ArchiveTooLargeError(
+            f"{name}: its members declare {declared} bytes once decompressed, more than the "
+            f"{limit} bytes expected for this state (the largest, {largest.filename!r}, "
+            f"{largest.file_size} bytes in {largest.compress_size} on disk); refusing to load it")
+    return declared
+
+
+def read_json(file, max_bytes, max_depth=MAX_JSON_DEPTH):
+    """Parse a JSON file of at most ``max_bytes`` bytes nested at most ``max_depth`` levels
+    deep, checking the size before parsing.
+
+    Parameters
+    ----------
+    file : str, path or file object
+        A file object (text or binary) is read from its current position and put back there.
+    max_bytes : int
+    max_depth : int, default=MAX_JSON_DEPTH
+
+    Returns
+    -------
+    object
+        The parsed value.
+
+    Raises
+    ------
+    OSError
+        If the file cannot be opened or read.
+    ValueError
+        Naming the file: larger than ``max_bytes``, not UTF-8, not JSON, or nested too deep
+        (including deeper than Python's recursion limit lets ``json`` parse).
+    """
+    name = _describe(file)
+    if isinstance(file, (str, os.PathLike)):
+        with open(file, "rb") as f:
+            data = f.read(max_bytes + 1)
+    else:
+        start = file.tell()
+        try:
+            data = file.read(max_bytes + 1)
+        finally:
+            file.seek(start)
+    if len(data) > max_bytes:
+        raise ValueError(f"{name} is larger than {max_bytes} bytes")
+    try:
+        value = json.loads(data)
+    except RecursionError:
+        raise ValueError(f"{name} nests JSON deeper than Python can parse") from None
+    except ValueError as exc:           # JSONDecodeError and UnicodeDecodeError
+        raise ValueError(f"{name} is not UTF-8 JSON ({type(exc).__name__}: {exc})") from None
+    depth = json_depth(value)
+    if depth > max_depth:
+        raise ValueError(f"{name} nests JSON {depth} levels deep, more than {max_depth}")
+    return value
+
+
+def json_depth(value):
+    """The nesting depth of a parsed JSON value (a scalar 0, ``[]`` 1, ``[[1]]`` 2), without
+    recursion."""
+    depth, stack = 0, [(value, 0)]
+    while stack:
+        item, level = stack.pop()
+        if isinstance(item, (list, dict)):
+            depth = max(depth, level + 1)
+            stack.extend((child, level + 1) for child in
+                         (item.values() if isinstance(item, dict) else item))
+    return depth
+
+
+def backed_by_storage(tensor):
+    """Whether every element of a loaded ``tensor`` has bytes of its own in its storage.
+
+    A ``torch.save`` file records each tensor as a view (offset, shape, strides) of a storage;
+    a view with a zero or overlapping stride claims more elements than its storage holds. No
+    tensor sklmoo saves is such a view: a file holding one was forged to make its reader
+    allocate (a copy, a resize to the claimed shape) far more than the file contains.
+    """
+    n = tensor.numel()
+    if n == 0:
+        return True
+    needed = max(n, tensor.storage_offset()
+                 + 1 + sum((s - 1) * st for s, st in zip(tensor.shape, tensor.stride())))
+    return tensor.untyped_storage().nbytes() >= needed * tensor.element_size()
+
+
+def tensors_in(value):
+    """The tensors in a nested structure of dicts, lists and tuples (a state dict, an
+    optimiser's state, a checkpoint), without recursion."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, (list, tuple)):
+            stack.extend(item)
+        elif hasattr(item, "untyped_storage"):
+            yield item
+
+
+def tensor_bytes(value):
+    """The bytes of the tensors in ``value`` (:func:`tensors_in`): what ``torch.save`` stores
+    of it, beyond the pickled structure."""
+    return sum(t.numel() * t.element_size() for t in tensors_in(value))

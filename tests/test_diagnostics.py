@@ -83,3 +83,24 @@ def test_diagnostics_layer_is_numpy_only():
             "& {'torch', 'sklearn', 'skorch'}))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_chains_frozen_at_different_values_have_infinite_rhat():
+    """Zero within-chain variance was dropped as 'nothing to diagnose', so chains stuck at
+    different predictions reported R-hat 1.0 and every draw as effective."""
+    rng = np.random.default_rng(0)
+    # 4 chains, each frozen at its own prediction for 5 probe rows
+    frozen = np.broadcast_to(rng.dirichlet([1, 1, 1], size=(4, 1, 5)), (4, 20, 5, 3))
+    report = function_space_diagnostics(frozen)
+    assert report["rhat"] == np.inf
+    assert np.isinf(report["rhat_per_output"]).all()
+    assert report["ess_bulk"] < 4 * 20 / 2
+    assert rhat(frozen[:, :, 0, 0]) == np.inf
+    # one chain moving among frozen ones still has a finite, large R-hat
+    mixed = frozen[:, :, 0, 0].copy()
+    mixed[0] += rng.normal(scale=1e-3, size=20)
+    assert 1.1 < rhat(mixed) < np.inf
+    # all chains frozen at the same value: nothing to diagnose, as before
+    same = np.broadcast_to(frozen[:1], frozen.shape)
+    assert np.isnan(rhat(same[:, :, 0, 0]))
+    assert function_space_diagnostics(same)["rhat"] == 1.0

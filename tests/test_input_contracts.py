@@ -9,7 +9,8 @@ import torch
 from sklearn.base import clone
 from sklearn.datasets import load_iris
 from sklearn.exceptions import ConvergenceWarning, NotFittedError
-from sklearn.model_selection import GridSearchCV
+from sklearn.metrics import r2_score
+from sklearn.model_selection import GridSearchCV, cross_val_score
 from sklearn.utils.estimator_checks import check_methods_subset_invariance
 
 from sklmoo import L2ESamplerClassifier, MTSGDMultiTaskClassifier, MTSGDRegressor
@@ -151,11 +152,31 @@ def test_huge_targets_are_standardised_without_overflow(iris, scale):
     ref_mean, ref_std = _reg().fit(X, target / scale).predict(X, return_std=True)
     np.testing.assert_allclose(mean / scale, ref_mean, rtol=1e-4, atol=1e-6)
     np.testing.assert_allclose(std / scale, ref_std, rtol=1e-4)
+    # R^2 is scale-free: the sums of squares must not overflow into NaN
+    np.testing.assert_allclose(reg.score(X, target), r2_score(target / scale, mean / scale),
+                               rtol=1e-10)
+    assert np.isfinite(cross_val_score(_reg(), X, target, cv=2)).all()
     if scale > 1e154:                          # its square is beyond float64
         with pytest.raises(ValueError, match="exceeds the float64 range"):
             reg.predict_uncertainty(X)
     with pytest.raises(ValueError, match="float32"):
         _reg(normalize_y=False).fit(X, target)
+
+
+@pytest.mark.parametrize("mean_function", ["linear", None])
+def test_inputs_far_beyond_the_training_data_give_a_finite_std(iris, mean_function):
+    """The linear mean function's weight variance grows like |x|^2: held in float32 it
+    overflowed for |x| near 1e19 and predict(return_std=True) returned NaN."""
+    X, y = iris
+    reg = _reg(mean_function=mean_function).fit(X, X[:, 0] * 2.0 + y)
+    for value in (1e21, 1e30, 3e38):
+        far = X[:3].copy()
+        far[0, 0] = value
+        mean, std = reg.predict(far, return_std=True)
+        assert np.isfinite(mean).all() and np.isfinite(std).all() and (std > 0).all()
+        # far along a direction the target depends on: the uncertainty grows with the input
+        assert std[0] > 10 * std[1:].max()
+        np.testing.assert_allclose(mean[1:], reg.predict(X[1:3]), rtol=1e-6)
 
 
 # -- continuing and restoring ----------------------------------------------------------------
@@ -256,3 +277,133 @@ def test_predictions_stream_over_rows(iris, name, monkeypatch):
     X = np.concatenate([X] * 4)                # 600 rows: several batches for every estimator
     np.testing.assert_allclose(est.predict(X), np.concatenate([full] * 4), rtol=1e-6)
     assert len(seen) > 1 and max(seen) <= 256
+
+
+# -- round 4: parameters, splits and the global random stream ---------------------------------
+
+
+@pytest.mark.parametrize("name", ESTIMATORS)
+@pytest.mark.parametrize("param, value, match", [
+    ("train_split", "bogus", "train_split must be a ValidationSplit, None"),
+    ("device", "bogus", "device must name a torch device"),
+    ("verbose", "x", "verbose must be an integer >= 0"),
+    ("verbose", -1, "verbose must be an integer >= 0"),
+])
+def test_bad_shared_parameters_are_named_at_fit(iris, name, param, value, match):
+    X, y = iris
+    with pytest.raises(ValueError, match=match):
+        ESTIMATORS[name](**{param: value}).fit(X, y)
+
+
+def test_a_renamed_parameter_says_its_new_name(iris):
+    X, y = iris
+    with pytest.raises(TypeError, match="'n_samples': it was renamed 'n_draws'"):
+        _l2e(n_samples=3).fit(X, y)
+
+
+def test_the_shared_default_validation_split_cannot_be_changed_in_place():
+    from sklmoo.estimators import ValidationSplit
+
+    a, b = _mtsgd(), _reg()
+    with pytest.raises(AttributeError, match="immutable"):
+        a.train_split.fraction = 0.5
+    assert a.train_split == b.train_split == ValidationSplit()
+    assert clone(_mtsgd(train_split=ValidationSplit(fraction=0.3))).train_split.fraction == 0.3
+
+
+def test_a_class_with_one_member_is_never_held_out_of_training():
+    from skorch.dataset import Dataset
+
+    from sklmoo.estimators import ValidationSplit
+
+    X = np.zeros((60, 2), np.float32)
+    y = np.r_[np.zeros(30, int), np.ones(29, int), 2]            # class 2: one row
+    Y = np.column_stack([y, np.r_[np.zeros(59, int), 1]])        # task 1: one row of class 1
+    for seed in range(25):
+        train, valid = ValidationSplit(random_state=seed)(Dataset(X, Y), Y)
+        assert 2 in Y[train.indices, 0] and 1 in Y[train.indices, 1]
+        assert len(valid) == 12 and not set(train.indices) & set(valid.indices)
+
+
+@pytest.mark.parametrize("name", ESTIMATORS)
+def test_a_custom_split_with_an_empty_part_is_named(iris, name):
+    from torch.utils.data import Subset
+
+    X, y = iris
+    rows = list(range(len(X)))
+    splits = {"returned an empty validation": lambda ds, y=None, **kw: (Subset(ds, rows),
+                                                                        Subset(ds, [])),
+              "returned no training rows": lambda ds, y=None, **kw: (Subset(ds, []),
+                                                                     Subset(ds, rows))}
+    for match, split in splits.items():
+        est = ESTIMATORS[name](train_split=split)
+        with pytest.raises(ValueError, match=match):
+            est.fit(X, y)
+        assert not est.__sklearn_is_fitted__()
+
+
+@pytest.mark.parametrize("name", ESTIMATORS)
+def test_fit_and_predict_leave_the_global_torch_random_stream_alone(iris, name):
+    X, y = iris
+    torch.manual_seed(123)
+    expected = torch.rand(3)
+    torch.manual_seed(123)
+    est = _quiet(ESTIMATORS[name]().fit, X, y)
+    est.predict(X)
+    torch.testing.assert_close(torch.rand(3), expected)
+    # and the fit does not depend on it: same seed, same result whatever the global state
+    torch.manual_seed(7)
+    other = _quiet(ESTIMATORS[name]().fit, X, y)
+    np.testing.assert_array_equal(other.predict(X), est.predict(X))
+
+
+def test_l2e_refuses_an_early_stopping_callback_that_would_drop_draws(iris):
+    from skorch.callbacks import EarlyStopping
+
+    from sklmoo.estimators import RestoreBestEarlyStopping
+
+    X, y = iris
+    for callback in (EarlyStopping(load_best=True), RestoreBestEarlyStopping()):
+        est = _l2e(callbacks=[callback])
+        with pytest.raises(ValueError, match="load_best=True.*drop every draw"):
+            est.fit(X, y)
+        assert not est.__sklearn_is_fitted__()
+    # without restoring, stopping early keeps every draw collected
+    est = _quiet(_l2e(max_epochs=8, callbacks=[EarlyStopping(load_best=False)]).fit, X, y)
+    assert est.n_draws_ == len(est.module_.samples) > 0
+
+
+@pytest.mark.parametrize("name", ["mtsgd", "regressor"])
+def test_a_fit_diverging_on_huge_features_names_their_scale(iris, name):
+    X, y = iris
+    with pytest.raises(FloatingPointError,
+                       match=r"X holds values up to 3.09e\+30 in magnitude: standardise"):
+        ESTIMATORS[name]().fit(X * 1e30, y)
+
+
+@pytest.mark.parametrize("name, param", [("l2e", "n_chains"), ("mtsgd", "n_particles"),
+                                         ("regressor", "n_particles")])
+def test_a_member_count_beyond_memory_is_refused_before_allocating(iris, name, param):
+    X, y = iris
+    est = ESTIMATORS[name](**{param: 10 ** 9})
+    with pytest.raises(ValueError, match=f"{param}=1000000000 networks .* GiB.*lower {param}"):
+        est.fit(X, y)
+    assert not est.__sklearn_is_fitted__()
+
+
+@pytest.mark.filterwarnings("ignore:Detected pickle protocol:UserWarning")   # torch, on the damage
+def test_a_pickle_that_cannot_be_restored_names_the_versions(iris):
+    import pickle
+
+    import sklmoo
+
+    X, y = iris
+    est = _reg().fit(X, X[:, 0])
+    state = est.__getstate__()
+    assert state["_sklmoo_version"] == sklmoo.__version__
+    assert pickle.loads(pickle.dumps(est)).score(X, X[:, 0]) == est.score(X, X[:, 0])
+    # a state whose torch part cannot be read (as from another version, or damaged)
+    state["__cuda_dependent_attributes__"] = state["__cuda_dependent_attributes__"][:100]
+    state["_sklmoo_version"] = "0.0.1"
+    with pytest.raises(ValueError, match=r"pickled by sklmoo 0\.0\.1, this is sklmoo "):
+        MTSGDRegressor.__new__(MTSGDRegressor).__setstate__(state)

@@ -24,9 +24,10 @@ from sklmoo.metrics._recalibration import apply_temperature
 from sklmoo.samplers import L2E, SGHMC, MetaSampler
 
 EXPECTED_FAILED_CHECKS = {
-    # skorch's NeuralNet.__init__ sets history_, initialized_, virtual_params_ and stores
-    # module__* keyword arguments as attributes (that is how skorch routes them)
-    "check_no_attributes_set_in_init": "skorch NeuralNet sets bookkeeping attributes in __init__",
+    # the estimators under test get module__hidden_units=(8,), which skorch stores as an
+    # attribute (that is how it routes module__* keywords); default-constructed estimators
+    # pass (tests/test_sklearn_conventions.py)
+    "check_no_attributes_set_in_init": "module__* keywords are stored as attributes (skorch)",
 }
 
 

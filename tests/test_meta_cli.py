@@ -160,6 +160,7 @@ def test_real_signal_saves_and_exits(tmp_path, signum, reference):
     (["--checkpoint-every", "0"], "--checkpoint-every must be at least 1"),
     (["--lr", "nan"], "--lr must be a finite positive"),
     (["--resume"], "no checkpoint at"),
+    (["--out", ""], "--out must name a directory, got ''"),
 ])
 def test_degenerate_arguments_exit_2(tmp_path, capsys, extra, match):
     with pytest.raises(SystemExit) as exc:

@@ -20,10 +20,13 @@ import numpy as np
 import pytest
 import torch
 
+from _hostile import inflated_member, members_of, peak_rss_of, write_zip
 from sklmoo.meta import MetaTrainer, load_default_meta_sampler
 from sklmoo.meta._train import main
 from sklmoo.samplers import MetaSampler
-from sklmoo.samplers._l2e import MAX_HIDDEN_UNITS
+from sklmoo.samplers._l2e import MAX_HIDDEN_UNITS, MAX_NPY_HEADER_BYTES
+
+GiB = 2 ** 30
 
 
 def _npy_header(shape, descr="<f4"):
@@ -77,6 +80,50 @@ def test_an_extra_member_declaring_a_huge_array_is_refused_unread(tmp_path):
     path = _craft(tmp_path / "extra.npz", members)
     message = _refused_with_peak(path)
     assert f"{path}: unexpected member 'extra.npy'" in message
+
+
+@pytest.fixture(scope="module")
+def header_bomb(tmp_path_factory):
+    """1.5 MB on disk: a member whose version-2 .npy header declares (and holds) 1.5 GiB of
+    header text (3 GB peak before)."""
+    path = MetaSampler().save(tmp_path_factory.mktemp("bomb") / "bomb")
+    members = members_of(path)
+    length = 3 * GiB // 2
+    members["linear_0_w.npy"] = [b"\x93NUMPY\x02\x00" + length.to_bytes(4, "little"),
+                                 (b" ", length)]
+    return write_zip(path, members)
+
+
+def test_a_npy_header_declaring_gigabytes_is_refused_unread(header_bomb):
+    assert header_bomb.stat().st_size < 2 * 2 ** 20
+    message = _refused_with_peak(header_bomb)
+    assert (f"{header_bomb}: member 'linear_0_w' declares a .npy header of {3 * GiB // 2} "
+            f"bytes, more than {MAX_NPY_HEADER_BYTES}") in message
+
+
+def test_a_version_1_header_is_bounded_too(tmp_path):
+    members = _genuine_members()
+    members["linear_0_b.npy"] = b"\x93NUMPY\x01\x00" + (65_535).to_bytes(2, "little") + bytes(16)
+    message = _refused_with_peak(_craft(tmp_path / "v1.npz", members))
+    assert "member 'linear_0_b' declares a .npy header of 65535 bytes" in message
+
+
+def test_a_member_declaring_more_bytes_than_its_shape_needs_is_refused(tmp_path):
+    path = MetaSampler().save(tmp_path / "long")
+    inflated_member(path, "linear_1_w.npy", GiB)        # the array, then 1 GiB of zeros
+    message = _refused_with_peak(path)
+    assert (f"{path}: member 'linear_1_w' declares {GiB + 128 + 32 * 32 * 4} bytes, more than "
+            f"the {128 + 32 * 32 * 4} its (32, 32) float32 array needs") in message
+
+
+def test_the_estimators_meta_sampler_path_is_checked_the_same_way(header_bomb):
+    from sklmoo import L2ESamplerClassifier
+
+    X, y = np.random.default_rng(0).normal(size=(20, 3)).astype(np.float32), np.arange(20) % 2
+    est = L2ESamplerClassifier(meta_sampler=str(header_bomb), max_epochs=1, n_chains=2)
+    with pytest.raises(ValueError, match=f"{header_bomb}: member 'linear_0_w' declares"):
+        est.fit(X, y)
+    assert not est.__sklearn_is_fitted__()
 
 
 @pytest.mark.parametrize("hidden", [19_364, MAX_HIDDEN_UNITS + 1])
@@ -135,6 +182,44 @@ def test_a_broken_card_warns_once_and_the_weights_load(tmp_path, text):
     assert loaded.card == {}
     x = torch.randn(4, 9)
     torch.testing.assert_close(loaded(x), meta(x))
+
+
+@pytest.mark.parametrize("depth, match", [(100, "nests JSON 101 levels deep"),
+                                          (100_000, "nests JSON deeper than Python can parse")])
+def test_a_deeply_nested_card_warns_and_the_weights_load(tmp_path, depth, match):
+    meta = MetaSampler()
+    path = meta.save(tmp_path / "m")
+    path.with_suffix(".json").write_text('{"a": ' + "[" * depth + "]" * depth + "}")
+    with pytest.warns(UserWarning, match=match):
+        loaded = MetaSampler.load(path)
+    assert loaded.card == {}
+    torch.testing.assert_close(loaded.flat_parameters(), meta.flat_parameters())
+
+
+def test_a_dotted_name_gets_npz_appended_not_replaced(tmp_path):
+    older = MetaSampler(card={"run": "older"})
+    older.save(tmp_path / "run.2024")
+    newer = MetaSampler(card={"run": "newer"})
+    assert newer.save(tmp_path / "run.2024.01") == tmp_path / "run.2024.01.npz"
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "run.2024.01.json", "run.2024.01.npz", "run.2024.json", "run.2024.npz"]
+    for name, meta in (("run.2024.npz", older), ("run.2024.01.npz", newer),
+                       ("run.2024.01", newer)):         # load finds what save wrote for a name
+        loaded = MetaSampler.load(tmp_path / name)
+        assert loaded.card == meta.card, name
+        torch.testing.assert_close(loaded.flat_parameters(), meta.flat_parameters())
+    assert MetaSampler(card={"x": 1}).save(tmp_path / "plain.npz") == tmp_path / "plain.npz"
+    assert MetaSampler.load(tmp_path / "plain.npz").card == {"x": 1}
+
+
+def test_a_failed_load_names_the_version_that_wrote_the_file(tmp_path):
+    path = MetaSampler(card={"sklmoo_version": "0.0.1"}).save(tmp_path / "old")
+    members = members_of(path)
+    members["linear_1_w.npy"] = members["linear_1_w.npy"][:200]
+    _craft(path, members)
+    with pytest.raises(ValueError, match=r"is incomplete .*\(its card says sklmoo 0\.0\.1 "
+                                         r"wrote it; this is sklmoo "):
+        MetaSampler.load(path)
 
 
 def test_the_shipped_meta_sampler_loads_without_warnings():
@@ -304,3 +389,77 @@ def test_a_meta_sampler_card_does_not_alias_the_trainer_settings():
     meta.card["config"]["sigma"] = 5.0
     assert trainer.config["sigma"] == 0.01
     assert trainer.state_dict()["config"]["sigma"] == 0.01
+
+
+def test_resume_refuses_a_checkpoint_that_inflates_to_gigabytes(tmp_path, two_steps):
+    # 1.5 MB on disk whose pickle member inflates to 1.5 GiB: 3 GB peak and exit 0 before
+    out = tmp_path / "run"
+    shutil.copytree(two_steps, out)
+    inflated_member(out / "checkpoint.pt", "data.pkl", 3 * GiB // 2)
+    assert (out / "checkpoint.pt").stat().st_size < 2 * 2 ** 20
+    argv = ["--out", str(out), "--outer-steps", "2", *TINY, "--resume"]
+    peak, printed = peak_rss_of("from sklmoo.meta._train import main", f"""
+        import contextlib, io
+        err = io.StringIO()
+        try:
+            with contextlib.redirect_stderr(err):
+                main({argv!r})
+        except SystemExit as exc:
+            print(exc.code, err.getvalue().strip().splitlines()[-1])
+        """)
+    assert printed.startswith("2 ")
+    assert f"--resume: {out / 'checkpoint.pt'}: its members declare" in printed
+    assert "refusing to load it" in printed
+    assert peak < 400 * 2 ** 20, f"{peak / 2 ** 20:.0f} MB"
+
+
+def test_resume_refuses_unknown_keys_by_name(tmp_path, capsys, two_steps):
+    out = tmp_path / "run"
+    shutil.copytree(two_steps, out)
+    state = torch.load(out / "checkpoint.pt", weights_only=True)
+    state["extra"] = torch.zeros(3)
+    torch.save(state, out / "checkpoint.pt")
+    err = _usage_error(capsys, ["--out", str(out), "--outer-steps", "3", *TINY, "--resume"])
+    assert f"--resume: {out / 'checkpoint.pt'}: " in err
+    assert "unknown keys ['extra']" in err
+
+
+def test_resume_refuses_views_claiming_more_than_their_data(tmp_path, capsys, two_steps):
+    out = tmp_path / "run"
+    shutil.copytree(two_steps, out)
+    state = torch.load(out / "checkpoint.pt", weights_only=True)
+    moments = state["optimizer"]["state"][0]
+    moments["exp_avg"] = moments["exp_avg"][:1].expand(10_000_000)      # 40 MB from 4 bytes
+    torch.save(state, out / "checkpoint.pt")
+    err = _usage_error(capsys, ["--out", str(out), "--outer-steps", "3", *TINY, "--resume"])
+    assert "1 tensor(s) of the state claim more elements than their data holds" in err
+
+
+def test_resume_names_the_version_that_wrote_a_refused_checkpoint(tmp_path, capsys, two_steps):
+    out = tmp_path / "run"
+    shutil.copytree(two_steps, out)
+    state = torch.load(out / "checkpoint.pt", weights_only=True)
+    assert isinstance(state["sklmoo_version"], str)
+    state.update(sklmoo_version="0.0.1", phi=torch.zeros(3))
+    torch.save(state, out / "checkpoint.pt")
+    err = _usage_error(capsys, ["--out", str(out), "--outer-steps", "3", *TINY, "--resume"])
+    assert "(written by sklmoo 0.0.1; this is sklmoo " in err and "phi must be" in err
+
+
+def test_resume_with_fewer_outer_steps_than_done_is_a_usage_error(tmp_path, capsys, two_steps):
+    out = tmp_path / "run"
+    shutil.copytree(two_steps, out)
+    before = (out / "checkpoint.pt").read_bytes()
+    err = _usage_error(capsys, ["--out", str(out), "--outer-steps", "1", *TINY, "--resume"])
+    assert "is at outer step 2, beyond --outer-steps 1" in err
+    assert (out / "checkpoint.pt").read_bytes() == before
+
+
+def test_resume_rewrites_a_deeply_nested_curve(tmp_path, two_steps):
+    # curve.json crashed --resume with RecursionError; now it is a mismatch, rewritten
+    out = tmp_path / "run"
+    shutil.copytree(two_steps, out)
+    (out / "curve.json").write_text("[" * 100_000 + "]" * 100_000)
+    main(["--out", str(out), "--outer-steps", "2", *TINY, "--resume"])
+    state = torch.load(out / "checkpoint.pt", weights_only=True)
+    assert json.loads((out / "curve.json").read_text()) == json.loads(json.dumps(state["curve"]))

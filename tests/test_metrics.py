@@ -236,3 +236,25 @@ def test_uniform_binning_places_edges_like_searchsorted(n_bins):
     np.testing.assert_allclose(w, weight[weight > 0] / weight.sum())
     expected = np.bincount(ref, weights=conf, minlength=n_bins)[weight > 0] / weight[weight > 0]
     np.testing.assert_allclose(mean_conf, expected)
+
+
+def test_nll_equals_log_loss_when_a_probability_is_zero():
+    """A probability of 0 for the true class is clipped at the machine epsilon, as in
+    scikit-learn's log_loss (it was 1e-15: 0.5 nats apart on three rows)."""
+    from sklearn.metrics import log_loss
+
+    from sklmoo.metrics import negative_log_likelihood
+
+    y = [0, 1, 1, 0]
+    proba = np.array([[0.0, 1.0], [0.2, 0.8], [1.0, 0.0], [1.0, 0.0]])
+    assert negative_log_likelihood(y, proba) == pytest.approx(log_loss(y, proba), rel=1e-12)
+    assert negative_log_likelihood(y, proba, eps=1e-3) == pytest.approx(
+        -np.mean(np.log(np.clip([0.0, 0.8, 0.0, 1.0], 1e-3, 1 - 1e-3))))
+
+
+@pytest.mark.parametrize("n_bins", [True, False, 2.0, 0])
+def test_ece_refuses_a_bin_count_that_is_not_a_positive_integer(n_bins):
+    from sklmoo.metrics import expected_calibration_error
+
+    with pytest.raises(ValueError, match="n_bins must be a positive integer"):
+        expected_calibration_error([0, 1], [[0.6, 0.4], [0.3, 0.7]], n_bins=n_bins)

@@ -149,11 +149,12 @@ def test_linear_mean_reproduces_bayesian_ridge_under_the_particles():
         mean, std = f.predict(Xq, return_std=True)
         assert outs[t].shape == (7, 3, 3)
         np.testing.assert_allclose(outs[t][:, 0, 0].numpy(), mean, rtol=1e-10)
-        np.testing.assert_allclose(outs[t][:, 0, 2].numpy(), std ** 2 - 1 / f.alpha_,
+        np.testing.assert_allclose(outs[t][:, 0, 2].numpy() ** 2, std ** 2 - 1 / f.alpha_,
                                    rtol=1e-8, atol=1e-12)
         # unit head noise at scale s: s^2 + the weight variance
         np.testing.assert_allclose(outs[t][:, :, 1].numpy() ** 2,
-                                   ([0.5, 2.0][t] ** 2 + outs[t][:, :, 2].numpy()), rtol=1e-10)
+                                   ([0.5, 2.0][t] ** 2 + outs[t][:, :, 2].numpy() ** 2),
+                                   rtol=1e-10)
     assert lin.fitted
     # in float32, inputs far from the origin keep their precision (the mean is taken about
     # the center, not the origin)

@@ -134,6 +134,8 @@ CLAIMS = [
      "tests/test_meta_safety.py::test_a_broken_card_warns_once_and_the_weights_load"),
     ("docs/changelog.rst", r"an unreadable card warns and loads the weights",
      "tests/test_meta_safety.py::test_a_broken_card_warns_once_and_the_weights_load"),
+    ("docs/changelog.rst", r"a deeply nested card is ignored with a warning",
+     "tests/test_meta_safety.py::test_a_deeply_nested_card_warns_and_the_weights_load"),
     # scikit-learn's own warnings the documents describe
     ("docs/api.rst", r"treat the T positive-class probabilities as one distribution \(a "
      r"warning;", f"{HERE}::test_sklearns_probability_scorers_warn_on_a_multilabel_y"),

@@ -84,3 +84,15 @@ def test_classes_and_probabilities_have_scikit_learns_dtypes(name, target):
     np.testing.assert_array_equal(est.classes_, reference.classes_)
     assert est.predict_proba(X[:3]).dtype == np.float64
     assert est.predict(X[:3]).dtype == reference.predict(X[:3]).dtype
+
+
+@pytest.mark.parametrize("name", list(CLASSES))
+def test_init_sets_parameters_only(name):
+    """skorch's bookkeeping (history_, initialized_, virtual_params_) is no longer set in
+    __init__; it still works once a fit or set_params needs it."""
+    from sklearn.utils.estimator_checks import check_no_attributes_set_in_init
+
+    est = CLASSES[name]()
+    check_no_attributes_set_in_init(name, est)
+    assert est.history_ is None and est.initialized_ is False and est.virtual_params_ == {}
+    assert CLASSES[name]().virtual_params_ is not est.virtual_params_

@@ -20,7 +20,7 @@ from sklearn.datasets import load_iris
 from sklearn.exceptions import ConvergenceWarning
 
 from sklmoo import L2ESamplerClassifier, MTSGDMultiTaskClassifier, MTSGDRegressor
-from sklmoo.nn import SampleStore
+from sklmoo.nn import ChainEnsemble, SampleStore
 
 SAMPLERS = ("l2e", "sghmc", "csgmcmc")
 
@@ -56,6 +56,27 @@ def test_sample_store_keeps_a_copy_of_the_live_tensor():
     draws = store.draws()["w"]
     assert torch.equal(draws[0], torch.ones(2, 3))
     assert torch.equal(draws[1], torch.full((2, 3), 6.0))
+
+
+def test_loaded_draws_must_fit_the_chains_and_be_backed_by_data():
+    # torch's own load_state_dict, without the estimator around it: the store refuses before
+    # it allocates (a stride-0 view of one draw claiming a million would cost 48 MB here)
+    net = ChainEnsemble(lambda: torch.nn.Linear(3, 2), n_chains=2)
+    net.collect()
+    net.collect()
+    state = net.state_dict()
+    draws = state["samples.draw__weight"]                                  # (2, 2, 2, 3)
+    for forged, match in [
+        (draws[:1].expand(10 ** 6, 2, 2, 3), r"claims shape \(1000000, 2, 2, 3\) but holds "
+                                             r"data for only 24 elements"),
+        (torch.cat([draws] * 2, dim=1), r"has shape \(2, 4, 2, 3\); the draws of these chains "
+                                        r"have shape \(n_draws, \*\(2, 2, 3\)\)"),
+        (draws[:1], "hold different numbers of draws"),
+    ]:
+        with pytest.raises(ValueError, match=match):
+            net.load_state_dict(dict(state, **{"samples.draw__weight": forged}))
+    assert len(net.samples) == 2
+    net.load_state_dict(state)                         # genuine draws load
 
 
 @pytest.mark.parametrize("sampler", SAMPLERS)

@@ -39,7 +39,12 @@ def _basic_rhat(x):
     between = n * x.mean(axis=1).var(axis=0, ddof=1)
     with np.errstate(divide="ignore", invalid="ignore"):
         r = np.sqrt(((n - 1) / n * within + between / n) / within)
-    return np.where(within > 0, r, np.nan)
+    # no movement within any chain (tested exactly: the variance of equal values need not
+    # round to 0): chains frozen at different values have not mixed at all (inf); frozen at
+    # one value there is nothing to diagnose (NaN)
+    frozen = (x.max(axis=1) == x.min(axis=1)).all(axis=0)
+    agree = (x.max(axis=(0, 1)) == x.min(axis=(0, 1)))
+    return np.where(frozen, np.where(agree, np.nan, np.inf), r)
 
 
 def rhat(draws):
@@ -58,7 +63,8 @@ def rhat(draws):
     Returns
     -------
     ndarray of shape draws.shape[2:] (a float for a scalar quantity); NaN where a quantity is
-    constant over all draws (nothing to diagnose).
+    constant over all draws (nothing to diagnose), inf where every chain is constant but
+    the chains differ (frozen chains, not mixed at all).
 
     Examples
     --------
@@ -69,6 +75,8 @@ def rhat(draws):
     >>> stuck = mixed + np.arange(4)[:, None]       # every chain in its own place
     >>> round(float(rhat(mixed)), 2), bool(rhat(stuck) > 1.1)
     (1.0, True)
+    >>> float(rhat(np.repeat([[0.1], [0.7]], 10, axis=1)))       # two frozen chains
+    inf
     """
     x = _split(_check_draws(draws))
     bulk = _basic_rhat(_rank_normalise(x))
@@ -161,10 +169,12 @@ def function_space_diagnostics(proba_draws):
     Returns
     -------
     dict
-        ``'rhat'``: the largest R-hat over probe points and classes; ``'ess_bulk'``: the
-        smallest bulk ESS; ``'rhat_per_output'``, ``'ess_bulk_per_output'``: (n_samples,
-        n_classes) arrays (NaN where a probability never changes, which is left out of the
-        summaries); ``'diversity'``: mean pairwise KL between all collected samples' predictions
+        ``'rhat'``: the largest R-hat over probe points and classes (inf when chains are
+        frozen at different predictions; 1.0 when no prediction changes in any chain or
+        between chains); ``'ess_bulk'``: the smallest bulk ESS; ``'rhat_per_output'``,
+        ``'ess_bulk_per_output'``: (n_samples, n_classes) arrays (NaN where a probability is
+        the same in every draw of every chain, which is left out of the summaries);
+        ``'diversity'``: mean pairwise KL between all collected samples' predictions
         (:func:`sklmoo.metrics.pairwise_kl_diversity`).
 
     Examples
@@ -183,7 +193,7 @@ def function_space_diagnostics(proba_draws):
         raise ValueError("proba_draws must be (n_chains, n_draws, n_samples, n_classes), got "
                          f"shape {p.shape}")
     r, e = rhat(p), ess_bulk(p)
-    informative = np.isfinite(r)
+    informative = ~np.isnan(r)
     return {
         "rhat": float(np.max(r[informative])) if informative.any() else 1.0,
         "ess_bulk": float(np.min(e[informative])) if informative.any() else float(p.shape[0] * p.shape[1]),

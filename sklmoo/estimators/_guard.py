@@ -1,7 +1,9 @@
 """What every sklmoo estimator shares around skorch: input validation, seeded mini-batch order,
 per-sample losses, divergence detection and "fitted only after a complete fit"."""
 
+import contextlib
 import math
+import os
 import warnings
 
 import numpy as np
@@ -10,10 +12,19 @@ from sklearn.exceptions import NotFittedError
 from sklearn.utils.validation import validate_data
 
 from ._progress import ProgressLog
+from ._saved_params import check_files, checked_loads, files_to_load, restore, snapshot
 from ._validation import ValidationSplit, user_stacklevel
 
 #: an epoch's mean training loss above this multiple of the first batch's (or of 1) = divergence
 DIVERGENCE_FACTOR = 1e3
+#: a diverged fit on features beyond this magnitude names X's scale as the likely cause
+LARGE_FEATURE_MAGNITUDE = 1e3
+
+
+def _package_version():
+    from .. import __version__
+
+    return __version__
 
 
 class SklmooNetMixin:
@@ -28,6 +39,47 @@ class SklmooNetMixin:
     """
 
     _member_kind = "member"
+
+    # -- skorch's bookkeeping, kept out of __init__ -----------------------------------------------
+    # skorch's NeuralNet.__init__ sets history_, initialized_ and virtual_params_, which are no
+    # parameters (scikit-learn's check_no_attributes_set_in_init): their initial values live
+    # on the class, and the virtual parameters in a private attribute, until a fit sets them
+
+    history_ = None
+    initialized_ = False
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        for name in ("history_", "initialized_"):
+            if vars(self).get(name, None) is getattr(type(self), name):
+                del self.__dict__[name]
+
+    def __getstate__(self):
+        state = super().__getstate__()
+        state["_sklmoo_version"] = _package_version()
+        return state
+
+    def __setstate__(self, state):
+        written = state.get("_sklmoo_version", "0.1.0.dev0 or earlier")
+        try:
+            super().__setstate__(state)
+        except Exception as exc:  # whatever skorch / torch raise on a state they cannot read
+            raise ValueError(f"cannot restore this {type(self).__name__}: it was pickled by "
+                             f"sklmoo {written}, this is sklmoo {_package_version()} "
+                             f"({type(exc).__name__}: {exc}); refit it with this version"
+                             ) from exc
+
+    @property
+    def virtual_params_(self):
+        state = self.__dict__
+        if "_virtual_params" not in state:     # also a pickle of an earlier version
+            state["_virtual_params"] = state.pop("virtual_params_", {})
+        return state["_virtual_params"]
+
+    @virtual_params_.setter
+    def virtual_params_(self, value):
+        self.__dict__.pop("virtual_params_", None)
+        self.__dict__["_virtual_params"] = value
 
     # -- scikit-learn's parameters and repr --------------------------------------------------
 
@@ -184,7 +236,16 @@ class SklmooNetMixin:
             if kwargs["batch_size"] == -1:
                 kwargs["batch_size"] = len(dataset)
             return self.iterator_train(dataset, **kwargs)
-        return super().get_iterator(dataset, training=training)
+        if "iterator_valid__generator" in vars(self):
+            return super().get_iterator(dataset, training=training)
+        kwargs = {"generator": torch.Generator().manual_seed(0),
+                  **self.get_params_for("iterator_valid")}
+        kwargs.setdefault("batch_size", self.batch_size)
+        if kwargs["batch_size"] == -1:
+            kwargs["batch_size"] = len(dataset)
+        # a DataLoader without a generator draws its workers' base seed from the global
+        # torch RNG: predicting would change the user's random stream
+        return self.iterator_valid(dataset, **kwargs)
 
     def _reduce_rows(self, X, reduce):
         """Stream a prediction over batches of rows: ``reduce`` maps one batch of the
@@ -193,8 +254,19 @@ class SklmooNetMixin:
         by n."""
         self.check_is_fitted()
         X = self._validate_X(X, reset=False)
-        parts = [reduce(batch) for batch in self._row_batches(X)]
-        return tuple(np.concatenate(col) for col in zip(*parts))
+        n, outs, start = len(X), None, 0
+        for batch in self._row_batches(X):
+            parts = reduce(batch)
+            if outs is None:
+                # written in place, batch after batch: no list of per-batch results whose small
+                # long-lived blocks would pin the freed batch temporaries in the heap
+                outs = tuple(np.empty((n, *np.shape(p)[1:]), dtype=np.asarray(p).dtype)
+                             for p in parts)
+            stop = start + len(parts[0])
+            for out, part in zip(outs, parts):
+                out[start:stop] = part
+            start = stop
+        return outs
 
     def __sklearn_is_fitted__(self):
         return bool(getattr(self, "fitted_", False))
@@ -203,9 +275,31 @@ class SklmooNetMixin:
         """``{name: tensor with the members on axis 0}`` checked after every epoch."""
         return {n: p for n, p in self.module_.named_parameters()}
 
+    def _check_member_memory(self, name, n_members, member, copies):
+        """``ValueError`` before any allocation when ``n_members`` networks like ``member``,
+        each held ``copies`` times (weights, gradients, optimiser state, stored draws), would
+        not fit in the device's memory: a typo such as ``n_particles=10**7`` must not run
+        the machine out of memory."""
+        n_params = sum(p.numel() for p in member.parameters())
+        need = float(n_members) * n_params * copies * 4
+        device = torch.device(str(self.device) if self.device is not None else "cpu")
+        if device.type == "cuda":
+            total = torch.cuda.get_device_properties(device.index or 0).total_memory
+        else:
+            total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+        if need > total:
+            raise ValueError(f"{name}={n_members} networks of {n_params} parameters would need "
+                             f"about {need / 2 ** 30:.3g} GiB, more than the {total / 2 ** 30:.3g} "
+                             f"GiB of memory of {device.type}: lower {name}")
+
     def _check_device_available(self):
         """Fail at the start of fit, with a message, when the device cannot be used."""
         device = str(self.device) if self.device is not None else "cpu"
+        try:
+            torch.device(device)
+        except (RuntimeError, ValueError, TypeError):
+            raise ValueError(f"device must name a torch device such as 'cpu', 'cuda' or "
+                             f"'cuda:0', got {self.device!r}") from None
         if device.startswith("cuda") and not torch.cuda.is_available():
             raise ValueError(f"device={device!r} but CUDA is not available on this machine "
                              "(torch.cuda.is_available() is False): use device='cpu', or install "
@@ -226,7 +320,16 @@ class SklmooNetMixin:
                              "weight samples or classes")
         self._epoch_offset = len(self.history) if self.initialized_ else 0
         self._first_loss = None
-        NeuralNet.partial_fit(self, X, y, epochs=self.max_epochs_, **fit_params)
+        try:
+            NeuralNet.partial_fit(self, X, y, epochs=self.max_epochs_, **fit_params)
+        except FloatingPointError as exc:
+            magnitude = float(np.abs(np.asarray(X)).max()) if len(X) else 0.0
+            if magnitude > LARGE_FEATURE_MAGNITUDE:
+                # the likeliest cause, named: the networks expect features of order one
+                raise FloatingPointError(
+                    f"{exc}. X holds values up to {magnitude:.3g} in magnitude: standardise "
+                    "the features (e.g. StandardScaler in a pipeline)") from exc
+            raise
         done = len(self.history) - self._epoch_offset
         if done < self.max_epochs_ and not self._stopped_early():
             raise KeyboardInterrupt(f"fit was interrupted after {done} of {self.max_epochs_} "
@@ -255,6 +358,10 @@ class SklmooNetMixin:
     #: the calibration values this estimator offers (besides None: off)
     _calibrations = ()
 
+    #: parameters of earlier versions and their new names (passing the old name is an error
+    #: that says so)
+    _renamed_params = {}
+
     def _check_default_params(self):
         """The parameters every estimator shares for its budget and its validation split:
         ``max_epochs`` (an integer >= 1 or 'auto'), ``calibration`` and a
@@ -266,6 +373,17 @@ class SklmooNetMixin:
                              f"got {self.calibration!r}")
         if isinstance(self.train_split, ValidationSplit):
             self.train_split.check()
+        elif self.train_split is not None and not callable(self.train_split):
+            raise ValueError("train_split must be a ValidationSplit, None (no validation) or a "
+                             "callable (dataset, y) -> (train subset, validation subset or "
+                             f"None), got {self.train_split!r}")
+        if (isinstance(self.verbose, bool) or not isinstance(self.verbose, (int, np.integer))
+                or self.verbose < 0):
+            raise ValueError(f"verbose must be an integer >= 0, got {self.verbose!r}")
+        renamed = [(old, new) for old, new in self._renamed_params.items() if old in vars(self)]
+        if renamed:
+            raise TypeError(f"{type(self).__name__} has no parameter {renamed[0][0]!r}: it was "
+                            f"renamed {renamed[0][1]!r}")
 
     def _resolve_epochs(self, n_train, early_stopping=False):
         """``max_epochs_``: ``max_epochs``, or with 'auto' the epochs that give about
@@ -293,7 +411,15 @@ class SklmooNetMixin:
         if isinstance(self.train_split, ValidationSplit):
             dataset = self.get_dataset(X, y)
             return self.train_split(dataset, y, seed=self.seed_)
-        return super().get_split_datasets(X, y, **fit_params)
+        train, valid = super().get_split_datasets(X, y, **fit_params)
+        # a custom split's empty part would fail much later (an empty mini-batch, a mean over
+        # no rows): name it here
+        if len(train) == 0:
+            raise ValueError(f"train_split={self.train_split!r} returned no training rows")
+        if valid is not None and len(valid) == 0:
+            raise ValueError(f"train_split={self.train_split!r} returned an empty validation "
+                             "set: return None as its validation part for a fit without one")
+        return train, valid
 
     @staticmethod
     def _subset_rows(subset, *arrays):
@@ -325,43 +451,101 @@ class SklmooNetMixin:
     def _before_load_params(self):
         """What a fitted module needs before a state dict is loaded into it (nothing here)."""
 
-    def load_params(self, *args, **kwargs):
-        """skorch's ``load_params``; loading ``f_params`` (or a ``checkpoint``) also restores
-        what the module holds beyond the weights: the fitted calibration and, for L2E, the
-        draws (``n_draws_``; ``convergence_`` becomes None: call ``diagnose``). The estimator
-        must have been fitted on data with the same features and targets (e.g. with
-        ``max_epochs=1``; see ``initialize_module``).
+    def save_params(self, f_params=None, f_optimizer=None, f_criterion=None, f_history=None,
+                    use_safetensors=False, **kwargs):
+        """Write the fitted network to files: its state, the optimizer's and the history.
+
+        The files hold the network, not the whole estimator: :meth:`load_params` reads them
+        into an estimator fitted on data with the same features and targets. To keep the whole
+        fitted estimator in one file, pickle it (``pickle`` / ``joblib.dump``).
 
         Parameters
         ----------
-        *args, **kwargs
-            As in skorch's ``NeuralNet.load_params`` (``f_params``, ``f_optimizer``,
-            ``f_history``, ``checkpoint``).
+        f_params : str, path or file-like, default=None
+            The module's state: the members' weights and the fitted state the estimator keeps
+            in its module (see its Attributes). None: not saved.
+        f_optimizer : str, path or file-like, default=None
+            The optimizer's state, which a continued fit needs. None: not saved.
+        f_criterion : str, path or file-like, default=None
+            The loss module's state. None: not saved.
+        f_history : str, path or file-like, default=None
+            ``history`` as JSON. None: not saved.
+        use_safetensors : bool, default=False
+            Write with ``safetensors`` instead of ``torch.save`` (tensors only: not the
+            optimizer).
+        **kwargs
+            ``f_<name>`` saves a further module, criterion or optimizer set as ``<name>_``.
+        """
+        return super().save_params(f_params=f_params, f_optimizer=f_optimizer,
+                                   f_criterion=f_criterion, f_history=f_history,
+                                   use_safetensors=use_safetensors, **kwargs)
+
+    def load_params(self, f_params=None, f_optimizer=None, f_criterion=None, f_history=None,
+                    checkpoint=None, use_safetensors=False, **kwargs):
+        """Read files written by :meth:`save_params` into this fitted estimator.
+
+        The network is sized from the data, so fit the estimator first on data with the same
+        features and targets (``clone(est).set_params(max_epochs=1).fit(X, y)`` is enough),
+        then load. Loading ``f_params`` (or a ``checkpoint``) restores the weights and the
+        fitted state kept in the module (see the Attributes); when the files do not match the
+        estimator, it raises and the estimator keeps its fitted network.
+
+        Loading is checked before anything is read: every ``torch.save`` file (a path or a
+        file object, put back where it was) must be a zip archive whose members declare
+        about the size of the state it replaces, not more, and ``f_history`` a JSON list of
+        at most 16 MB. The loaded parameters must then have the module's keys and shapes,
+        each backed by data in the file, finite values and positive recalibration factors;
+        otherwise nothing is copied.
+
+        Parameters
+        ----------
+        f_params, f_optimizer, f_criterion, f_history : str, path or file-like, default=None
+            The files :meth:`save_params` wrote; None: that part is not loaded.
+        checkpoint : skorch.callbacks.Checkpoint, default=None
+            Load the files a ``Checkpoint`` callback wrote (an ``f_*`` given as well wins).
+        use_safetensors : bool, default=False
+            True for files written with ``use_safetensors=True``.
 
         Returns
         -------
         self
+
+        Raises
+        ------
+        ValueError
+            Naming the file and the problem; the estimator is then exactly as before the call
+            (its fitted network, optimiser state and history).
         """
+        if checkpoint is not None and not self.initialized_:
+            self.initialize()           # skorch does, to format the checkpoint's file names
+        files = files_to_load(self, checkpoint, dict(
+            f_params=f_params, f_optimizer=f_optimizer, f_criterion=f_criterion,
+            f_history=f_history, **kwargs))
+        check_files(self, files, use_safetensors)
         module = getattr(self, "module_", None)
         if isinstance(module, torch.nn.Module):
             self._before_load_params()
-        saved = ({k: v.detach().clone() for k, v in module.state_dict().items()}
-                 if isinstance(module, torch.nn.Module) else None)
+        saved = snapshot(self)
+        source = files.get("f_params", files.get("f_module"))
         try:
-            super().load_params(*args, **kwargs)
-        except RuntimeError as err:
-            # torch copies the matching tensors before it reports the mismatched keys: put the
-            # fitted module back so that a failed load leaves the estimator as it was
-            if saved is not None:
-                module.load_state_dict(saved)
-            if "output_map." in str(err):
+            with (checked_loads(module, source) if isinstance(module, torch.nn.Module)
+                  and source is not None else contextlib.nullcontext()):
+                super().load_params(f_params=f_params, f_optimizer=f_optimizer,
+                                    f_criterion=f_criterion, f_history=f_history,
+                                    checkpoint=checkpoint, use_safetensors=use_safetensors,
+                                    **kwargs)
+        except BaseException as err:
+            # torch copies the matching tensors before it reports a mismatch, skorch replaces
+            # the history first: put everything back so that a failed load changes nothing
+            restore(self, saved)
+            if isinstance(err, (RuntimeError, ValueError)) and "output_map." in str(err):
                 raise ValueError(
                     "the saved parameters and this estimator differ in mean_function (one holds "
                     "a linear mean function, module_.output_map, the other not): fit this "
                     "estimator with the mean_function of the one that saved them, then load; "
                     f"the estimator is unchanged ({err})") from err
             raise
-        if kwargs.get("f_params") is not None or kwargs.get("checkpoint") is not None:
+        if source is not None:
             self._after_load_params()
         return self
 

@@ -37,12 +37,15 @@ _PROBE_SIZE = 256
 def _load_meta_sampler(spec):
     if isinstance(spec, MetaSampler):
         return spec
-    if isinstance(spec, str) and spec == "default":
-        from ..meta import load_default_meta_sampler
+    # building the meta-model initialises weights that the file then overwrites: from a forked
+    # RNG, so that fitting leaves the user's global torch random stream as it was
+    with torch.random.fork_rng(devices=[]):
+        if isinstance(spec, str) and spec == "default":
+            from ..meta import load_default_meta_sampler
 
-        return load_default_meta_sampler()
-    if isinstance(spec, (str, pathlib.Path)):
-        return MetaSampler.load(spec)
+            return load_default_meta_sampler()
+        if isinstance(spec, (str, pathlib.Path)):
+            return MetaSampler.load(spec)
     raise TypeError(f"meta_sampler must be 'default', a path to a .npz or a MetaSampler, got "
                     f"{spec!r}")
 
@@ -51,130 +54,137 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
     """Bayesian neural-network classifier: SG-MCMC chains, by default with L2E's learned sampler.
 
     ``n_chains`` copies of the network run as independent chains, batched in one vectorised
-    call. Each step computes every chain's mean mini-batch cross-entropy gradient and applies
-    one transition of the sampler: L2E (Kim et al., ICML 2024), whose kinetic-energy gradients
-    come from a meta-learned per-coordinate MLP (sklmoo ships one, meta-trained on digits-derived
-    and synthetic tasks only), or the SGHMC / cyclical SGHMC baselines. After ``burn_in`` epochs,
-    ``n_draws`` parameter draws per chain are collected at evenly spaced epochs; predictions
-    are the Bayesian model average over all draws of all chains.
+    call. Each step applies one transition of the sampler to every chain's mean mini-batch
+    cross-entropy gradient: L2E (Kim et al., ICML 2024), whose kinetic-energy gradients come
+    from a meta-learned per-coordinate MLP (sklmoo ships one, meta-trained on digits-derived and
+    synthetic tasks only), or the SGHMC / cyclical SGHMC baselines. After ``burn_in`` epochs,
+    ``n_draws`` draws per chain are collected; predictions are the Bayesian model average over
+    all draws of all chains.
 
     The target is the posterior :math:`p(\\theta|D) \\propto \\exp(-N\\,\\overline{\\ell}(\\theta)
     / T)\\,\\mathcal N(\\theta; 0, \\lambda^{-1} I)` (``T`` the temperature, ``λ`` the prior
-    precision, ``N`` the training-set size).
+    precision, ``N`` the training-set size). As a skorch ``NeuralNet`` the estimator takes
+    callbacks, ``device``, ``warm_start`` and ``set_params(module__...)``; a pickled copy
+    continues its chains exactly.
 
-    A skorch ``NeuralNet``: callbacks, ``history``, ``device='cuda'``, ``save_params`` (the
-    collected samples are part of the module's state; the chains' momenta are the optimizer's),
-    ``warm_start`` and ``set_params(module__...)`` work as in skorch. The network is sized from
-    the data, so ``load_params`` restores into an estimator fitted on data with the same
-    features and classes (``clone(est).set_params(max_epochs=1).fit(X, y)``); pickle or joblib
-    restores a whole estimator, and a copy continues its chains exactly.
+    Read more in the :ref:`User Guide <ug-estimators>`; how to set the sampler is in
+    :ref:`ug-l2e`, how to read its convergence diagnostics in :ref:`ug-chain-diagnostics`.
 
     Parameters
     ----------
-    module : nn.Module class or instance, optional
-        One chain's network, mapping a batch to (batch, n_classes) logits. Default: an MLP
-        (:class:`~sklmoo.nn.MLPTrunk`, two hidden layers of 64) for tabular ``X``, a small CNN
-        (:class:`~sklmoo.nn.LeNetTrunk`) for images given as (n, C, H, W) or flat with
+    module : nn.Module class or instance, default=None
+        One chain's network, mapping a batch to (batch, n_classes) logits. None: an
+        :class:`~sklmoo.nn.MLPTrunk` (two hidden layers of 64) for tabular ``X`` or a
+        :class:`~sklmoo.nn.LeNetTrunk` for images, given as (n, C, H, W) or flat with
         ``input_shape``, each followed by a linear layer. ``module__name=value`` sets the
         arguments (of the trunk, for the defaults).
     sampler : {'l2e', 'sghmc', 'csgmcmc'}, default='l2e'
-        The SG-MCMC transition: 'l2e' (the meta-learned sampler, no step-size search needed),
-        'sghmc' (stochastic-gradient Hamiltonian Monte Carlo) or 'csgmcmc' (SGHMC with a
-        cyclical cosine step size, alternating exploration and sampling phases).
+        The SG-MCMC transition: 'l2e' (the meta-learned sampler; its defaults need no
+        step-size search), 'sghmc' (stochastic-gradient Hamiltonian Monte Carlo) or 'csgmcmc'
+        (SGHMC with a cyclical cosine step size, alternating exploration and sampling).
     meta_sampler : 'default', path or MetaSampler, default='default'
         L2E's meta-parameters: the one sklmoo ships, a ``.npz`` file, or an object.
     n_chains : int, default=4
-        Independent chains, each a copy of the network from its own initialisation, run in one
-        vectorised call; more chains explore more modes (and make R-hat meaningful) at a
-        proportional cost.
+        Independent chains, each from its own initialisation; more chains explore more modes
+        and give better diagnostics, at a proportional cost.
     max_epochs : int or 'auto', default='auto'
-        Epochs per call to ``fit``. 'auto': enough epochs for about 500 sampler steps (at least
-        20, at most 500 epochs; ``max_epochs_`` holds the number chosen). L2E's cost per step is
-        its transition (two evaluations of the meta-learned MLP per weight, whatever the
-        batch), so the budget is counted in steps and the default batch is large: a default
-        fit of a 1,000 x 10 table takes about 20 s on one CPU core.
-    burn_in : int, optional
-        Epochs discarded before collecting. Default: half of ``max_epochs`` for 'l2e' and
-        'sghmc'; none for 'csgmcmc' (its exploration phases play that role). A continued fit
-        (``warm_start`` or ``partial_fit``) does not burn in again.
+        Epochs per call to ``fit``. 'auto': about 500 sampler steps (20 to 500 epochs;
+        ``max_epochs_`` holds the number chosen). The cost per step is the transition,
+        whatever the batch, hence the budget in steps and the large default batch.
+    burn_in : int, default=None
+        Epochs discarded before collecting. None: half of ``max_epochs`` for 'l2e' and 'sghmc',
+        none for 'csgmcmc' (its exploration phases play that role). A continued fit
+        (``warm_start``, ``partial_fit``) does not burn in again.
     n_draws : int, default=20
-        Parameter draws collected per chain and fit call (``n_draws_`` counts them; predictions
-        average ``n_chains * n_draws_`` networks), at evenly spaced epoch ends after burn-in (every
-        such epoch when there are fewer); for 'csgmcmc', at evenly spaced steps of the cycles'
-        sampling phases.
-    step_size : float, optional
-        The time step is :math:`\\epsilon = \\sqrt{\\text{step\\_size}/N}`. Default: 1.0 for
-        'l2e' (its meta-training value), 0.03 for 'sghmc', 0.1 (the peak) for 'csgmcmc'.
-    friction : float, optional
-        Friction :math:`a` (the momentum decays by :math:`\\epsilon a` per step). Default: 0.1
-        for 'l2e' (its meta-training value); for 'sghmc' / 'csgmcmc' :math:`0.1/\\epsilon`
-        (momentum 0.9 per step, at the peak step size): the L2E code's 0.1 leaves them nearly
-        frictionless at these time steps, and they do not settle.
+        Draws collected per chain and fit call, at evenly spaced epoch ends after burn-in (for
+        'csgmcmc', at evenly spaced steps of the sampling phases); predictions average
+        ``n_chains * n_draws_`` networks.
+    step_size : float, default=None
+        :math:`s` in the time step :math:`\\epsilon = \\sqrt{s / N}`. None: 1.0 for 'l2e' (its
+        meta-training value: keep it), 0.03 for 'sghmc', 0.1 (the peak) for 'csgmcmc'; tune
+        the last two on a validation split (:ref:`ug-l2e`).
+    friction : float, default=None
+        Friction :math:`a` (the momentum decays by :math:`\\epsilon a` per step). None: 0.1 for
+        'l2e' (its meta-training value); :math:`0.1/\\epsilon` for 'sghmc' / 'csgmcmc'
+        (momentum 0.9 per step at the peak step size).
     temperature : float, default=1.0
         1 samples the Bayesian posterior; below 1 a "cold" posterior.
     prior_precision : float, default=1.0
-        Precision λ of the isotropic Gaussian prior on all weights (a standard normal prior by
-        default; λ/N is the equivalent weight decay on the mean loss).
+        Precision :math:`\\lambda` of the isotropic Gaussian prior on all weights (:math:`\\lambda
+        / N` is the equivalent weight decay on the mean loss).
     n_cycles : int, default=4
         Cycles of the cosine step-size schedule of 'csgmcmc'.
-    n_data : int, optional
-        N in the sampler's update (the likelihood's weight). Default: the training-set size.
-        A larger value sharpens the posterior, as the L2E authors' code does (N = 50000 fixed).
+    n_data : int, default=None
+        N in the sampler's update (the likelihood's weight). None: the training-set size; a
+        larger value sharpens the posterior (:ref:`ug-l2e`).
     sample_dtype : {'float32', 'float16'}, default='float32'
         Storage type of the collected draws (kept on the CPU).
-    input_shape : tuple of int, optional
+    input_shape : tuple of int, default=None
         Shape of one sample when images are passed flat, e.g. ``(1, 8, 8)``.
     calibration : {'temperature'} or None, default='temperature'
-        Post-hoc recalibration of the Bayesian model average on the validation rows: one
-        temperature (``temperature_``) fitted by held-out negative log-likelihood with a
-        log-normal prior (scale 0.5) centred at 0.85, because the average over the chains'
-        draws is underconfident: the fitted temperatures were 0.75-0.85 on the small tables
-        of the real-data panel, and the centre lowered its median ECE from 5.7 % to 5.1 %
-        with every table's NLL within 0.01 (``docs/benchmarks/panel.md``).
-        ``predict_proba`` returns the calibrated average; ``predict`` is unchanged;
-        ``predict_proba_samples`` and ``predict_uncertainty`` describe the uncalibrated draws.
-    random_state : int, RandomState instance or None
+        Recalibration of the model average on the validation rows: one temperature
+        (``temperature_``), fitted by held-out negative log-likelihood with a log-normal prior
+        centred at 0.85, since the average over the chains' draws tends to be underconfident
+        (:ref:`ug-defaults`). ``predict_proba`` returns the calibrated average, ``predict`` is
+        unchanged; ``predict_proba_samples`` and ``predict_uncertainty`` describe the
+        uncalibrated draws.
+    random_state : int, RandomState instance or None, default=None
         Seeds the chains' initialisation, the validation split, the mini-batch order and the
         sampler's noise.
+    criterion : torch loss class, default=torch.nn.CrossEntropyLoss
+        The per-sample loss of one chain's logits.
+    batch_size : int, default=128
+        Rows per mini-batch (-1: all).
     train_split : callable or None, default=ValidationSplit()
-        skorch's internal validation split: 20 % of the rows (at least 5, none when fewer than
-        10 would remain), stratified and seeded by ``random_state``, held out to fit
+        The internal validation split: 20 % of the rows (at least 5, none when fewer than 10
+        would remain), stratified and seeded by ``random_state``, held out to fit
         ``calibration`` (``valid_loss`` per epoch in ``history``). None: sample on every row,
         without calibration.
-    batch_size, callbacks, verbose, device, warm_start, **kwargs
-        As in skorch's ``NeuralNet`` (defaults: batches of 128, silent).
-        skorch's ``optimizer`` and ``lr`` are not parameters here (the sampler moves the
-        weights; ``step_size`` sets its step): passing them is an error at ``fit``.
+    verbose : int, default=0
+        0: silent. Above 0: progress output per epoch (:ref:`ug-fitting`).
+    **kwargs
+        Further skorch ``NeuralNet`` arguments (``device``, ``callbacks``, ``warm_start``,
+        ``module__*``, ...). skorch's ``optimizer`` and ``lr`` are not parameters here (the
+        sampler moves the weights; ``step_size`` sets its step): passing them is an error at
+        ``fit``.
 
     Attributes
     ----------
     classes_ : ndarray
+        The labels seen in ``fit``.
     n_features_in_ : int
+        Number of features seen in ``fit``.
     module_ : ChainEnsemble
-        The chains and, in ``module_.samples``, the collected draws.
+        The chains and, in ``module_.samples``, the collected draws; :meth:`save_params`
+        saves both with the temperature (the chains' momenta are the optimizer's state).
     n_draws_ : int
-        Draws per chain collected so far.
+        Draws per chain collected so far (set to the loaded draws by :meth:`load_params`).
     convergence_ : dict or None
-        Function-space R-hat, bulk ESS and diversity on a probe of the training inputs, computed
-        at the end of ``fit`` (None with fewer than 2 draws per chain; R-hat and ESS None with
-        fewer than 4), and ``'stuck_chains'``, the chains whose draws all predict the same.
-        Only a stuck chain raises a ``ConvergenceWarning``: the chains of a neural network
-        settle in different modes, so an R-hat above 1.1 is the rule, not a fault.
+        Function-space diagnostics of the chains on a probe of the training inputs, computed
+        at the end of ``fit``: ``'rhat'``, ``'ess_bulk'``, ``'diversity'`` (None with fewer
+        than 4 draws per chain) and ``'stuck_chains'``; None with fewer than 2 draws per chain
+        or after :meth:`load_params` (call :meth:`diagnose`). See
+        :ref:`ug-chain-diagnostics`.
     temperature_ : float
         The fitted temperature (1 without calibration or validation rows).
     max_epochs_, n_train_, n_valid_ : int
         The epoch budget of the last fit; the rows sampled on and held out.
     fit_warnings_ : list of str
-        The warnings of the last fit (also kept when they were raised in a joblib worker).
+        The warnings of the last fit (kept when they were raised in a joblib worker too).
     history : skorch History
         Per epoch ``train_loss`` (mean over chains) and ``n_draws``.
 
+    See Also
+    --------
+    MTSGDMultiTaskClassifier : An ensemble of particle networks fitted by MT-SGD.
+    sklmoo.samplers.L2E : The sampler's transition, in pure PyTorch.
+
     Notes
     -----
-    Divergence (any of: a non-finite loss, gradient or parameter; an epoch's mean training loss
-    above 1000 times that of the fit's first mini-batch) stops ``fit`` with a ``FloatingPointError`` naming the
-    epoch and the chain; the estimator is then not fitted. So does an interrupted fit
-    (``KeyboardInterrupt``), which is re-raised.
+    Divergence (a non-finite loss, gradient or parameter, or an epoch's mean training loss
+    above 1000 times that of the fit's first mini-batch) stops ``fit`` with a
+    ``FloatingPointError`` naming the epoch and the chain, and so does an interrupted fit
+    (``KeyboardInterrupt``, re-raised); the estimator is then not fitted.
 
     Examples
     --------
@@ -220,6 +230,8 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
 
     #: ``max_epochs='auto'``: about this many sampler steps (see the class docstring)
     _auto_steps = 500
+
+    _renamed_params = {"n_samples": "n_draws"}
     _auto_epoch_bounds = (20, 500)
     _calibrations = ("temperature",)
 
@@ -373,6 +385,7 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
         if not continuing:
             self.seed_ = int(check_random_state(self.random_state).randint(np.iinfo(np.int32).max))
             self.initialize()
+        self._refuse_restoring_callbacks()
         self._start_fit_warnings()
         dataset_train, dataset_valid = self.get_split_datasets(X, codes, **fit_params)
         n_train = len(dataset_train)
@@ -406,6 +419,19 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
         self._store_recalibration(self.temperature_)
         self.fitted_ = True
         return self
+
+    def _refuse_restoring_callbacks(self):
+        """An early-stopping callback that restores the best epoch's module would roll the
+        chains and their draws back, silently dropping every draw collected after it."""
+        from skorch.callbacks import EarlyStopping
+
+        restoring = [name for name, cb in self.callbacks_
+                     if isinstance(cb, EarlyStopping) and getattr(cb, "load_best", False)]
+        if restoring:
+            raise ValueError(f"callback {restoring[0]!r} restores the best epoch's weights "
+                             "(load_best=True): for SG-MCMC chains that would also drop every "
+                             "draw collected after that epoch. Use load_best=False: sampling "
+                             "then stops early and keeps every draw")
 
     def _make_sampler(self, meta, n_train, n_steps):
         n = self.n_data or n_train
@@ -494,6 +520,9 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
                 raise ValueError(f"module maps one sample to an output of shape "
                                  f"{tuple(out.shape[1:])}; y has {n_classes} classes, so it must "
                                  f"output ({n_classes},) logits")
+            # weights, gradients, momentum, running gradient means, and the stored draws
+            self._check_member_memory("n_chains", self.n_chains, probe,
+                                      copies=10 + self.n_draws)
             self.module_ = ChainEnsemble(make, self.n_chains, input_shape=shape,
                                          sample_dtype=_SAMPLE_DTYPES[self.sample_dtype])
         self._register_recalibration(1)
@@ -566,12 +595,15 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
         """Class probabilities of every draw, one batch of rows at a time: yields float64
         arrays (n_chains, n_draws, batch, n_classes)."""
         # in float64: float32 rounding would make a row's prediction depend on the batch
-        X = to_tensor(np.asarray(X, dtype=np.float64), device=self.device)
         self.module_.eval()
+        size = max(self.batch_size, 256)
         with torch.no_grad():
             draws = {k: v.double() if v.is_floating_point() else v
                      for k, v in self.module_.prepared_draws().items()}
-            for xb in torch.split(X, max(self.batch_size, 256)):
+            for start in range(0, len(X), size):
+                # one batch converted at a time: no float64 copy of the whole X
+                xb = torch.as_tensor(np.asarray(X[start:start + size], dtype=np.float64),
+                                     device=self.device)
                 out = torch.softmax(self.module_.forward_samples(xb, draws).double(), dim=-1)
                 yield out.cpu().transpose(0, 1).numpy()
 
@@ -669,9 +701,10 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
 
         Returns
         -------
-        dict with ``'total'``, ``'aleatoric'`` and ``'epistemic'`` arrays (n_samples,): total
-        entropy of the model average = expected entropy of the draws (aleatoric) + mutual
-        information between label and parameters (epistemic).
+        uncertainty : dict of str to ndarray of shape (n_samples,)
+            ``'total'``, ``'aleatoric'`` and ``'epistemic'``: the entropy of the model average
+            = the draws' expected entropy (aleatoric) + the mutual information between label
+            and parameters (epistemic).
         """
         parts = self._reduce_rows(X, entropy_decomposition)
         return dict(zip(("total", "aleatoric", "epistemic"), parts))

@@ -142,16 +142,23 @@ class MTSGDNetBase(SklmooNetMixin, NeuralNet):
     def partial_fit(self, X, y, classes=None, **fit_params):
         """Train ``max_epochs`` more epochs on ``(X, y)``, keeping the particles.
 
-        The first call sizes the network from its targets; later calls must have the same
-        tasks (and, for a classifier, labels seen then); a chunk may lack some classes.
+        The first call fits new particles, sized from its targets; later calls continue them
+        and must have the same tasks, with labels among those of the first call (a chunk may
+        lack some classes).
 
         Parameters
         ----------
-        X, y : array-like
-        classes : array-like or list of array-like, optional
-            Classifiers only, as in scikit-learn: the full label set (one per task, like
-            ``MultiOutputClassifier.partial_fit``); on the first call it fixes ``classes_``
-            (default: the labels of the first ``y``), on later calls it must equal it.
+        X : array-like of shape (n_samples, n_features) or (n_samples, C, H, W)
+            One chunk of training inputs.
+        y : array-like of shape (n_samples,) or (n_samples, n_tasks)
+            Its labels.
+        classes : array-like, or list of array-like (one per task), default=None
+            The full label set, as in scikit-learn (one array per task, as
+            ``MultiOutputClassifier.partial_fit`` takes them): on the first call it fixes
+            ``classes_`` (default: the labels of the first ``y``); on later calls it must
+            equal it.
+        **fit_params
+            Passed to skorch's training loop (``sample_weight`` is refused).
 
         Returns
         -------
@@ -254,6 +261,9 @@ class MTSGDNetBase(SklmooNetMixin, NeuralNet):
             factory = self._default_trunk_factory()
         else:
             factory = member_factory(self.module, **self.get_params_for("module"))
+        with torch.random.fork_rng(devices=[]):
+            # weights, gradients, Adam's two moments and the copies made while stacking
+            self._check_member_memory("n_particles", self.n_particles, factory(), copies=6)
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(self.seed_)
             self.module_ = MultiTaskParticleNet(factory, self.n_particles, self._head_widths(),

@@ -22,149 +22,111 @@ TEMPERATURE_PRIOR_SCALE = 0.25
 class MTSGDMultiTaskClassifier(ClassifierMixin, MTSGDNetBase):
     """Multi-task classifier: an ensemble of particle networks fitted by MT-SGD.
 
-    ``n_particles`` networks share nothing but the algorithm: each has its own trunk and one
-    head per task. Every step, the T task posteriors' scores for the trunks are combined by
-    MT-SGD (one simplex QP over the T tasks, Phan et al. 2022, Eq. 7) and each task's heads move
-    by SVGD (Eq. 9), so the particles settle in the region that is likely under every task at
-    once while the kernel's repulsion keeps them diverse. Predictions pool the particles (by
-    default log-linearly, then recalibrated; see ``calibration``).
+    ``n_particles`` networks, each a trunk with one head per task. Every step the T tasks'
+    scores for the trunks are combined by MT-SGD (one simplex QP over the tasks, Phan et al.
+    2022, Eq. 7) and each task's heads move by SVGD (Eq. 9): the particles move towards what is
+    likely under every task while a kernel's repulsion keeps them apart. Predictions pool the
+    particles, recalibrated on a held-out split (``calibration``).
 
-    A skorch ``NeuralNet``: callbacks, ``history``, ``device='cuda'``, ``save_params``,
-    ``warm_start`` and ``set_params(module__...)`` work as in skorch (``load_params`` into an
-    estimator fitted on data of the same shape, e.g. with ``max_epochs=1``). ``y`` follows
-    :class:`~sklearn.multioutput.MultiOutputClassifier`: shape (n_samples, n_tasks), any labels
-    per task (strings too), missing labels allowed. A 1-D ``y`` is one task (MT-SGD is then
-    SVGD): ``predict`` returns 1-D labels, ``predict_proba`` an (n, n_classes) array and
-    ``classes_`` an array, as for any scikit-learn classifier.
+    ``y`` follows :class:`~sklearn.multioutput.MultiOutputClassifier`: shape (n_samples,
+    n_tasks), any labels per task (strings too), missing labels (NaN / None) allowed, column
+    names kept as ``task_names_``. A 1-D ``y`` is one task (MT-SGD is then SVGD) and makes an
+    ordinary scikit-learn classifier. As a skorch ``NeuralNet`` it takes callbacks, ``device``,
+    ``warm_start`` and ``set_params(module__...)``.
+
+    Read more in the :ref:`User Guide <ug-estimators>`; what the defaults rest on is in
+    :ref:`ug-defaults` and :ref:`ug-mtsgd`.
 
     Parameters
     ----------
-    module : nn.Module class or instance, optional
+    module : nn.Module class or instance, default=None
         The trunk of one particle, mapping a batch to (batch, n_features) (give it an
-        ``n_features_out`` attribute or let the estimator probe it). Default: an
-        :class:`~sklmoo.nn.MLPTrunk` for tabular ``X`` and a :class:`~sklmoo.nn.LeNetTrunk`
-        for images, given as (n, C, H, W) or flat with ``input_shape``. Its arguments are set
-        with ``module__name=value``.
+        ``n_features_out`` attribute or let the estimator probe it). None: an
+        :class:`~sklmoo.nn.MLPTrunk` for tabular ``X``, a :class:`~sklmoo.nn.LeNetTrunk` for
+        images, given as (n, C, H, W) or flat with ``input_shape``. ``module__name=value`` sets
+        its arguments.
     n_particles : int, default=5
-        Ensemble size M.
+        Ensemble size M; the cost per epoch grows linearly with it.
     method : {'mtsgd', 'moo_svgd', 'mgda', 'linear'}, default='mtsgd'
-        Trunk update: MT-SGD; MOO-SVGD (per-particle MGDA weights, then SVGD); per-particle
-        MGDA (independent particles); linear scalarisation (mean task gradient: an independent
-        ensemble). Heads move by SVGD for the two kernel methods, by their own gradient otherwise.
+        Trunk update rule: MT-SGD; MOO-SVGD (per-particle MGDA weights, then SVGD); per-particle
+        MGDA; or linear scalarisation (the mean task gradient: an independent ensemble, the
+        baseline to compare with, see :ref:`ug-when-to-use`). Heads move by SVGD with 'mtsgd'
+        and 'moo_svgd', by their own gradient otherwise.
     kernel : {'parameter', 'function'}, default='parameter'
-        What the RBF kernel compares. ``'function'``: each particle's outputs on the mini-batch
-        (the trunk's features for the trunk, each task's logits for its heads), with the
-        repulsion pulled back to the parameters by autograd, as the MT-SGD authors' code and
-        function-space particle methods do: the repulsion is then a real force (about 1 % of
-        the drive at the default coefficients, 10-70 % at 10x; ``history`` records it).
-        ``'parameter'``: the flattened parameters; with 10^4-10^5 weights and the median
-        bandwidth its repulsion is ~0.1 % of the drive and the particles behave almost as an
-        independent ensemble. Why 'parameter' is the default (``docs/benchmarks/
-        multi_digits.md``, two regimes, 3 seeds): the averaged ensembles were underconfident in
-        both, the extra diversity of the function kernel gave no better NLL or ECE than an
-        independent ensemble at about 3x the time per epoch, while the parameter kernel cost
-        1.4-1.6x, tied the independent ensemble's NLL and separated rotated test images
-        slightly better. Choose
-        'function' when the ensemble itself is overconfident (a positive signed confidence -
-        accuracy gap), where more diversity can help.
+        What the RBF kernel compares: the flattened parameters (a weak repulsion: the particles
+        behave almost as an independent ensemble) or each particle's outputs on the mini-batch
+        (a real repulsion and more diversity, at a higher cost per epoch). Try 'function' when
+        the ensemble itself is overconfident; see :ref:`ug-mtsgd`.
     smooth_drive : bool, default=False
-        Whether each particle's drive is the kernel-weighted average of all particles' scores
-        (SVGD's form, the paper's exact MT-SGD) or its own score (the kernel then only sets the
-        repulsion; MT-SGD's U is then the Gram matrix of the directions in L2 over the
-        particles), for the trunks and the heads, with either kernel. With the median
-        bandwidth every other particle weighs about 1/(M+1) of a particle's own score in the
-        smoothed drive: the particles partly follow each other's gradients (on the unequal-task
-        problems of ``docs/benchmarks/unequal_tasks.md`` the mean NLL stayed within 0.006 of
-        the independent ensemble's, single seeds moved by up to 0.03 either way).
+        False: each particle follows its own score and the kernel only sets the repulsion.
+        True: each follows the kernel-weighted average of all particles' scores (SVGD's form,
+        the paper's exact MT-SGD).
     bandwidth : 'median' or float, default='median'
-        RBF kernel length scale (median heuristic by default) on parameters or outputs.
+        Length scale of the RBF kernel; 'median' is the median heuristic (:doc:`/math`).
     repulsion : float, default=1e-3
-        Coefficient c of the trunk kernel's repulsive term. The scores are gradients of the mean
-        mini-batch loss, i.e. :math:`\\nabla\\log p / N`; exact MT-SGD on
-        :math:`\\log p = -N\\,\\text{mean loss}` would be ``c = 1/N``. The default is of the order
-        of the official experiments' trunk value (0.0015).
+        Coefficient of the trunks' repulsive term. Lower it when the estimator warns that the
+        repulsion outweighs the drive (``history`` records their ratio per epoch).
     head_repulsion : float, default=1e-2
         The same for the heads' SVGD.
     warmup_epochs : int, default=0
         Epochs at the start during which particle i follows its own fixed task weights, spread
-        over the simplex (as the authors' code does in its first epoch), before the rule of
-        ``method`` takes over; heads follow their gradients meanwhile.
+        over the simplex (the authors' warm-up), before ``method`` takes over.
     task_normalization : {'none', 'l2', 'loss', 'loss+'}, default='l2'
-        How each particle's per-task trunk gradient is rescaled before the trunk rule weighs
-        the tasks (:func:`~sklmoo.samplers.normalize_task_scores`): ``'l2'`` to unit norm (the
-        MT-SGD authors' training script), ``'loss'`` / ``'loss+'`` divided by the task's loss
-        (resp. loss times norm; Sener & Koltun 2018). With ``'none'`` (the paper's equations)
-        the min-norm weights favour the task whose gradient is small (the easy, converged one)
-        and starve a hard task. Heads are never rescaled.
+        How each particle's per-task trunk gradient is rescaled before the task weights are
+        solved: to unit norm ('l2', the authors' training script), divided by the task's loss
+        ('loss') or by loss times norm ('loss+'), or not at all ('none', the paper's equations,
+        which starve a hard task). See :ref:`ug-unequal-tasks`.
     normalize_drive : bool, default=False
-        With a ``task_normalization``: True moves the trunks along the rescaled gradients (the
-        authors' script); False (default) takes only the task weights from them and moves along
-        the unscaled gradients, so a task that is fitted -- or overfitted, e.g. one with few
-        labels -- stops driving the trunk. The defaults were chosen on three problems of unequal
-        difficulty (``docs/benchmarks/unequal_tasks.md``, user guide "Tasks of unequal
-        difficulty").
-    input_shape : tuple of int, optional
+        With a ``task_normalization``, whether the trunks also move along the rescaled
+        gradients (True, the authors' script) or only take the task weights from them (False:
+        a task that is fitted stops driving the trunk).
+    input_shape : tuple of int, default=None
         Shape of one sample when images are passed flat, e.g. ``(1, 12, 12)``.
-    missing_label : scalar, optional
-        A label value meaning "unlabelled" in addition to NaN / None; such entries are left out
-        of their task's loss.
+    missing_label : scalar, default=None
+        A label value meaning "unlabelled", besides NaN / None; such entries are left out of
+        their task's loss.
     calibration : {'logit_temperature', 'temperature'} or None, default='logit_temperature'
-        Post-hoc recalibration on the validation rows ("pool, then calibrate"): one
-        temperature per task, fitted by held-out negative log-likelihood (``temperature_``).
-        'logit_temperature' pools the particles log-linearly -- the softmax of their averaged
-        logits -- and tempers that; 'temperature' tempers the particles' averaged
-        probabilities (the map of scikit-learn's ``CalibratedClassifierCV(method=
-        'temperature')``); None returns the averaged probabilities. The log-linear pool is
-        the default because, tempered, it had the lower test NLL where the particles overfit
-        (Multi-Digits with 300 images: 0.324 against 0.351, lower in every seed;
-        ``docs/benchmarks/recalibration.md``) and a lower median ECE on the real-data panel
-        (5.26 against 5.31 %); with 3000 images the two were within 0.003. Each temperature
-        has a log-normal prior centred at 1 with scale 0.25 (``TEMPERATURE_PRIOR_SCALE``):
-        with 60 validation images per task the looser 0.5 left Multi-Digits' pooled
-        ensemble 1.2 points underconfident on the mean of three seeds (0.0 now), and the
-        panel's tables did not move. ``predict_proba``
-        returns the calibrated probabilities and ``predict`` their most probable labels (the
-        log-linear pool can move the argmax of the plain average where particles disagree; a
-        temperature never moves it); ``predict_proba_members`` and ``predict_uncertainty``
-        describe the uncalibrated particles. Without a validation split the temperatures
-        stay 1 and ``predict_proba`` is the particles' average.
+        Recalibration on the validation rows: one temperature per task (``temperature_``),
+        fitted by held-out negative log-likelihood with a log-normal prior centred at 1.
+        'logit_temperature' tempers the particles' log-linear pool (the softmax of their
+        averaged logits), 'temperature' their averaged probabilities (the map of scikit-learn's
+        ``CalibratedClassifierCV(method='temperature')``); None returns the averaged
+        probabilities. ``predict_proba`` and ``predict`` use the result;
+        ``predict_proba_members`` and ``predict_uncertainty`` describe the uncalibrated
+        particles. Without a validation split the temperatures stay 1. See
+        :ref:`ug-defaults`.
     prior_precision : float, default=0.0
         Precision of an isotropic Gaussian prior on every weight, applied as weight decay
-        ``prior_precision / n_train`` on the mean loss (strong on 20 rows, negligible on
-        100,000; ``optimizer__weight_decay`` overrides it). Off by default for the classifier:
-        with the real-data panel's protocol (``benchmarks/bench_panel.py``, commit eaa2929
-        against the next) 1.0 gave a higher NLL on 6 of 10 tables and a higher ECE on all 10,
-        and with Adam -- which rescales the decay like any
-        gradient -- it shrank the CNN of a 300-image Multi-Digits fit to chance in 1 of 3
-        seeds. Early stopping on the validation split is the classifier's regulariser.
-    random_state : int, RandomState instance or None
-        Seeds particle initialisation, the validation split and mini-batch order.
+        ``prior_precision / n_train`` (``optimizer__weight_decay`` overrides it). Off by
+        default: early stopping is the classifier's regulariser (:ref:`ug-mtsgd`).
+    random_state : int, RandomState instance or None, default=None
+        Seeds the particles' initialisation, the validation split and the mini-batch order.
+    criterion : torch loss class, default=torch.nn.CrossEntropyLoss
+        The per-sample loss of one particle's logits.
+    optimizer : torch optimizer class, default=torch.optim.Adam
+        Moves the particles along the update rule's directions.
+    lr : float, default=1e-3
+        The optimizer's learning rate.
     max_epochs : int or 'auto', default='auto'
-        Epochs per call to ``fit``. 'auto': enough epochs for about 1000 optimiser steps
-        (at least 10, at most 500 epochs; ``max_epochs_`` holds the number chosen), so that a
-        150-row table gets as many updates as a 10,000-row one; early stopping usually ends
-        the fit sooner. With early stopping on the validation split (the default) the fit
-        may run on to three times that budget, at most 500 epochs, while the validation loss
-        still improves (``max_epochs_`` holds the extended budget; the patience stays a fifth
-        of the unextended one): on 3,000 Multi-Digits images the fixed budget (27 epochs)
-        ended every seed's fit while it still improved, at a test NLL of 0.127; extended
-        (81 epochs), 0.084, at 2.9 times the fit time
-        (``docs/benchmarks/auto_budget.md``). The panel's tables give the same NLL to three
-        decimals either way.
+        Epochs per call to ``fit``. 'auto': about 1000 optimiser steps (10 to 500 epochs),
+        extended to at most three times that (and 500 epochs) while early stopping sees the
+        validation loss improve; ``max_epochs_`` holds the budget chosen. When
+        ``history[-1, 'best_epoch']`` is the last epoch, the budget ended the fit: pass a
+        larger integer.
+    batch_size : int, default=64
+        Rows per mini-batch (-1: all).
     train_split : callable or None, default=ValidationSplit()
-        skorch's internal validation split: by default
-        :class:`~sklmoo.estimators.ValidationSplit` holds out 20 % of the rows (at least 5,
-        none when fewer than 10 would remain), stratified by the labels and seeded by
-        ``random_state``. The validation loss (negative log-likelihood of the particles'
-        averaged probabilities, before recalibration) drives the default ``early_stopping``
-        callback, which stops after a fifth of the budget without improvement and restores
-        the best epoch's particles, and the rows fit ``calibration``. None: train on every
-        row, for ``max_epochs_`` epochs, without
-        calibration.
-    optimizer, lr, batch_size, verbose, device, callbacks, **kwargs
-        As in skorch's ``NeuralNet`` (defaults: Adam, 1e-3, batches of 64, silent;
-        ``verbose=1`` prints a line per epoch). ``callbacks__early_stopping=None`` turns early
-        stopping off, ``callbacks__early_stopping__patience=50`` changes it.
+        The internal validation split: by default 20 % of the rows (at least 5, none when fewer
+        than 10 would remain), stratified and seeded by ``random_state``. Its loss drives the
+        default ``early_stopping`` callback (restore-best, patience a fifth of the budget) and
+        its rows fit ``calibration``. None: train on every row for ``max_epochs_`` epochs,
+        without calibration.
+    verbose : int, default=0
+        0: silent. Above 0: progress output per epoch (:ref:`ug-fitting`).
+    **kwargs
+        Further skorch ``NeuralNet`` arguments: ``device``, ``callbacks``, ``warm_start``,
+        ``module__*``, ``optimizer__*``, ``callbacks__*`` (``callbacks__early_stopping=None``
+        turns early stopping off, ``callbacks__early_stopping__patience=50`` changes it).
 
     Attributes
     ----------
@@ -173,24 +135,28 @@ class MTSGDMultiTaskClassifier(ClassifierMixin, MTSGDNetBase):
     task_names_ : list of str
         The target DataFrame's column names (a Series' name), else ``task_0``, ...
     n_features_in_ : int
+        Number of features seen in ``fit``.
     module_ : MultiTaskParticleNet
-        The fitted particles.
+        The fitted particles; :meth:`save_params` saves them with the temperatures and how
+        they pool the particles.
     history : skorch History
-        Per batch, ``task_weights`` holds the trunk rule's task weights (the QP solution) and
-        ``trunk_repulsion`` / ``head_repulsion`` the repulsion / drive norm ratios; per epoch,
-        their means and ``task_weights_std`` (the spread of the weights over the batches). A
-        ``UserWarning`` says when the repulsion outweighs the drive in an epoch. With a
-        validation split, ``valid_loss`` per epoch and ``best_epoch``.
+        Per batch, ``task_weights`` (the trunk rule's task weights) and ``trunk_repulsion`` /
+        ``head_repulsion`` (repulsion / drive norm ratios); per epoch their means,
+        ``task_weights_std``, and with a validation split ``valid_loss`` and ``best_epoch``.
     temperature_ : ndarray of shape (n_tasks,)
-        The fitted temperatures (above 1: the pooled probabilities were overconfident and are
-        softened; below 1: underconfident and sharpened).
+        The fitted temperatures (above 1: the pool was overconfident and is softened; below
+        1: underconfident and sharpened).
     max_epochs_ : int
-        The epoch budget of the last fit (``max_epochs``, or the one 'auto' chose, extended
-        when early stopping is on).
+        The epoch budget of the last fit.
     n_train_, n_valid_ : int
         Rows trained on and held out for validation in the last fit.
     fit_warnings_ : list of str
-        The warnings of the last fit (also kept when they were raised in a joblib worker).
+        The warnings of the last fit (kept when they were raised in a joblib worker too).
+
+    See Also
+    --------
+    MTSGDRegressor : The same particles with Gaussian heads, for regression.
+    L2ESamplerClassifier : A Bayesian network classifier sampled by SG-MCMC chains.
 
     Examples
     --------
@@ -447,10 +413,10 @@ class MTSGDMultiTaskClassifier(ClassifierMixin, MTSGDNetBase):
 
         Returns
         -------
-        dict with ``'total'``, ``'aleatoric'`` and ``'epistemic'`` arrays (n_samples, n_tasks)
-        ((n_samples,) for a 1-D ``y``):
-        total entropy of the ensemble average = expected member entropy (aleatoric) + mutual
-        information between label and particle (epistemic).
+        uncertainty : dict of str to ndarray of shape (n_samples, n_tasks) or (n_samples,)
+            ``'total'``, ``'aleatoric'`` and ``'epistemic'`` (1-D for a 1-D ``y``): the
+            entropy of the particles' average = the particles' expected entropy (aleatoric) +
+            the mutual information between label and particle (epistemic).
         """
         def reduce(out):
             parts = [entropy_decomposition(self._member_proba(lg)) for lg in out]

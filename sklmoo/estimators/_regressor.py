@@ -38,156 +38,132 @@ class MTSGDRegressor(RegressorMixin, MTSGDNetBase):
     """Multi-output regressor: an ensemble of particle networks fitted by MT-SGD.
 
     ``n_particles`` networks, each a trunk with one Gaussian head per output (a mean and a
-    learned noise scale). Every output is a task: each step the outputs' scores for the trunks
-    are combined by MT-SGD (one simplex QP over the T outputs, Phan et al. 2022, Eq. 7) and each
-    output's heads move by SVGD, as in the paper's SARCOS experiment. By default the networks
-    fit what a Bayesian linear model leaves over (``mean_function``). Predictions average the
-    particles; the predictive variance is the particles' mean noise variance (aleatoric) plus the
-    variance of their means and the linear model's weight variance (epistemic), so
-    ``predict(X, return_std=True)`` follows
+    learned noise scale). Every output is a task: each step MT-SGD combines the outputs' scores
+    for the trunks (one simplex QP over the outputs, Phan et al. 2022, Eq. 7) and each output's
+    heads move by SVGD, as in the paper's SARCOS experiment. By default the networks fit what a
+    Bayesian linear model leaves over (``mean_function``). Predictions average the particles;
+    the predictive variance is their mean noise variance (aleatoric) plus the variance of their
+    means and the linear model's weight variance (epistemic), so ``predict(X, return_std=True)``
+    works as in
     :class:`~sklearn.gaussian_process.GaussianProcessRegressor`.
 
-    A skorch ``NeuralNet`` (callbacks, ``history``, ``device='cuda'``, ``save_params``,
-    ``warm_start``, ``set_params(module__...)``; ``load_params`` into an estimator fitted on
-    data of the same shape, e.g. with ``max_epochs=1``) and a scikit-learn regressor: ``y`` of shape
-    (n_samples,) or (n_samples, n_outputs), array or DataFrame (column names become
-    ``task_names_``); NaN in ``y`` is a missing target, left out of that output's loss.
+    ``y`` has shape (n_samples,) or (n_samples, n_outputs), array or DataFrame (column names
+    kept as ``task_names_``); NaN is a missing target, left out of its output's loss. As a
+    skorch ``NeuralNet`` it takes callbacks, ``device``, ``warm_start`` and
+    ``set_params(module__...)``.
+
+    Read more in the :ref:`User Guide <ug-estimators>`; what the defaults rest on is in
+    :ref:`ug-defaults` and :ref:`ug-mtsgd-regression`.
 
     Parameters
     ----------
-    module : nn.Module class or instance, optional
-        The trunk of one particle (default: an :class:`~sklmoo.nn.MLPTrunk` with 64-64 ReLU
-        units; ``module__hidden_units=(256, 256)`` etc.), as in
-        :class:`~sklmoo.MTSGDMultiTaskClassifier`.
+    module : nn.Module class or instance, default=None
+        The trunk of one particle. None: an :class:`~sklmoo.nn.MLPTrunk` (64-64 ReLU units;
+        ``module__hidden_units=(256, 256)`` etc.), or a :class:`~sklmoo.nn.LeNetTrunk` for
+        images, as in :class:`MTSGDMultiTaskClassifier`.
     n_particles : int, default=5
+        Ensemble size M; the cost per epoch grows linearly with it.
     method : {'mtsgd', 'moo_svgd', 'mgda', 'linear'}, default='mtsgd'
-        Trunk update rule, as in the classifier; ``'linear'`` is an independent ensemble of
-        networks trained on the mean of the outputs' losses (it favours the outputs that are
-        easiest to fit: on the SARCOS stand-in it had the lowest error on the large torques
-        and twice the average error of the others).
+        Trunk update rule, as in :class:`MTSGDMultiTaskClassifier`. 'linear' (an independent
+        ensemble on the mean of the outputs' losses) favours the outputs that are easiest to
+        fit; 'mgda' balances the outputs as well as 'mtsgd' and needs no kernel
+        (:ref:`ug-when-to-use`).
     kernel : {'function', 'parameter'}, default='function'
         What the RBF kernel compares: each particle's trunk features and per-output (mean,
-        scale) on the mini-batch, or the flattened parameters. Unlike the classifier's, the
-        default is 'function', chosen when the parameter kernel came with the kernel-smoothed
-        drive (``smooth_drive=True``, which blurred the particles' fits: average error 0.023
-        against 0.020 on the SARCOS stand-in in an earlier run of
-        ``benchmarks/bench_regression.py``). With the default own-gradient drive the two
-        kernels tie on the SARCOS stand-in at ``lr=1e-3``: average error 0.025 for both
-        (``docs/benchmarks/regression.md``, 3 seeds). At the default ``lr=1e-2`` the parameter
-        kernel was 0.04-0.06 NLL worse on the real-data panel's hitters and concrete tables and
-        within 0.01 elsewhere, at about 0.66x the time per fit
-        (``docs/benchmarks/panel_variants.md``).
+        scale) on the mini-batch, or the flattened parameters (faster, and worse on some
+        tables; :ref:`ug-mtsgd-regression`).
     smooth_drive, bandwidth, repulsion, head_repulsion, warmup_epochs, input_shape
-        As in :class:`~sklmoo.MTSGDMultiTaskClassifier`.
+        As in :class:`MTSGDMultiTaskClassifier`.
     task_normalization : {'none', 'l2'}, default='none'
-        As in the classifier; the loss-based ones are not offered because a Gaussian NLL can be
-        negative. The default stays the paper's 'none' here: the classifier's study did not
-        cover regression.
+        As in :class:`MTSGDMultiTaskClassifier` (the loss-based ones are not offered: a
+        Gaussian NLL can be negative); the default is the paper's.
     normalize_drive : bool, default=False
-        As in the classifier.
+        As in :class:`MTSGDMultiTaskClassifier`.
     heteroscedastic : bool, default=False
         False: one learned noise scale per output and particle. True: the heads also predict
-        a per-sample noise scale (input-dependent aleatoric uncertainty).
+        a per-sample noise scale; try it when the noise visibly depends on the input.
     normalize_y : bool, default=True
-        Standardise every output (mean 0, standard deviation 1 over its observed values) for
-        training, so that outputs on different scales weigh alike in MT-SGD's QP and the
-        default learning rate suits any units; predictions are returned in the original units.
-    random_state : int, RandomState instance or None
-        Seeds particle initialisation and mini-batch order.
-    criterion : torch loss class, default=torch.nn.GaussianNLLLoss
-        Called as ``criterion(mean, target, variance)`` per sample.
+        Standardise every output for training (predictions come back in the original units),
+        so that outputs on different scales weigh alike and the default ``lr`` suits any
+        units.
     calibration : {'variance'} or None, default='variance'
-        Post-hoc recalibration on the validation rows: one factor per output on the predictive
-        variance (``variance_scale_``), fitted by held-out Gaussian negative log-likelihood.
-        A factor above 1 (intervals too narrow) is applied as fitted; a factor below 1 only
-        as far as it lies beyond two standard errors of its logarithm (``sqrt(2 / n)`` for n
-        validation rows): those rows also chose the early-stopping epoch, so their residuals
-        are optimistically small, and a handful of them cannot show that the intervals are too
-        wide. With 50 rows a narrowing must exceed a factor 1.5 to count, with 2,000 rows 1.07.
-        On the real-data panel this lowered the mean test NLL over the 8 regression tables from
-        0.821 to 0.807 (mtcars 1.058 -> 1.000, concrete 0.240 -> 0.220) and raised no table's NLL
-        (``docs/benchmarks/panel_variants.md``).
-        ``predict(X, return_std=True)`` and ``predict_uncertainty`` (both parts) include it;
-        ``predict_members`` does not. Without a validation split the factors stay 1.
+        Recalibration on the validation rows: one factor per output on the predictive variance
+        (``variance_scale_``), fitted by held-out Gaussian negative log-likelihood. A factor
+        above 1 (intervals too narrow) is applied as fitted, one below 1 only as far as it
+        lies beyond two standard errors of its logarithm (``sqrt(2 / n)`` for n rows), since
+        those rows also chose the early-stopping epoch. ``predict(X, return_std=True)`` and
+        ``predict_uncertainty`` include it, ``predict_members`` does not. Without a
+        validation split the factors stay 1. See :ref:`ug-defaults`.
     prior_precision : float, default=1.0
-        As in the classifier: weight decay ``prior_precision / n_train``. On by default for
-        the regressor: without it the test NLL on the panel's airquality, penguins_size,
-        hitters and concrete rose (1.511 -> 1.573, above the constant predictor's 1.536;
-        0.453 -> 0.482; 0.807 -> 0.829; 0.220 -> 0.236, standardised units), while mtcars
-        improved (1.000 -> 0.861). A 10 times stronger prior cost concrete (0.220 -> 0.294)
-        (``docs/benchmarks/panel_variants.md``).
+        Precision of an isotropic Gaussian prior on every weight, applied as weight decay
+        ``prior_precision / n_train`` (``optimizer__weight_decay`` overrides it); see
+        :ref:`ug-mtsgd`.
     mean_function : {'linear'} or None, default='linear'
-        'linear': the particles fit what a Bayesian linear model leaves over, as a Gaussian
-        process with a linear mean function does. Before the particles train, one
-        :class:`~sklearn.linear_model.BayesianRidge` per output (prior and noise precisions
-        tuned by evidence) is fitted on all rows, the validation rows included; every
-        particle then predicts that linear model's mean plus its own network's output, in
-        units of the linear model's residual scale, with the linear weights' posterior
-        variance added to its own (reported as epistemic by :meth:`predict_uncertainty`).
-        On near-linear tables the particles then only need to find the nonlinear rest: on
-        the real-data panel the regressor is within 0.02 NLL of the best baseline on 6 of 8
-        tables, the networks alone on none (``docs/benchmarks/panel.md``; the networks alone
-        are the ``no_mean_function`` row of ``docs/benchmarks/panel_variants.md``), mean NLL
-        0.838 -> 0.807; airquality is the exception (1.366 alone, 1.511 with it). None: the
-        networks fit
-        the standardised targets alone. A continued fit (``warm_start``, ``partial_fit``)
-        keeps the linear model of the fit it continues; switching ``mean_function`` on or off
-        between the two is a ``ValueError``. The module holds it
-        (:class:`~sklmoo.nn.LinearMean`), so ``save_params`` saves it. Used up to 1,000
-        (flattened) input features (a 28 x 28 image has 784); with more (larger images, wide
-        tables) the networks fit alone, since the linear weights' covariance is features x
-        features per output: ``module_.output_map`` is then None. Cost: one
-        ``BayesianRidge`` per output before training, and the weight variance of every
-        mini-batch (quadratic in the number of features).
+        'linear': before the particles train, one :class:`~sklearn.linear_model.BayesianRidge`
+        per output is fitted on all rows, and every particle predicts its mean plus its own
+        network's output, with the linear weights' posterior variance counted as epistemic.
+        Used up to 1,000 (flattened) input features; above, and with None, the networks fit
+        the standardised targets alone. A continued fit keeps the linear model of the fit it
+        continues. See :ref:`ug-mtsgd-regression`.
+    random_state : int, RandomState instance or None, default=None
+        Seeds the particles' initialisation, the validation split and the mini-batch order.
+    criterion : torch loss class, default=torch.nn.GaussianNLLLoss
+        Called per sample as ``criterion(mean, target, variance)``.
+    optimizer : torch optimizer class, default=torch.optim.Adam
+        Moves the particles along the update rule's directions.
+    lr : float, default=1e-2
+        The optimizer's learning rate (the noise scales learn at 10 times it, in their own
+        parameter group unless ``optimizer__param_groups`` is set). Try 1e-3 on tables of tens
+        of rows (:ref:`ug-mtsgd-regression`).
     max_epochs : int or 'auto', default='auto'
-        As in the classifier: about 1000 optimiser steps (10 to 500 epochs), and with early
-        stopping on the validation split (the default) up to three times that, at most 500
-        epochs, while the validation loss still improves; ``max_epochs_`` holds that extended
-        budget (the early stopping's patience is 30 epochs, see ``lr``). On larger tables this
-        matters: on 4,000 rows of the SARCOS stand-in (7 outputs, 3 seeds) the 20-epoch budget
-        ended still-improving fits at a test MSE of 0.037 (standardised); extended to 60
-        epochs, 0.025, at 2.6 times the fit time, the best epoch 58-60
-        (``docs/benchmarks/auto_budget.md``): watch ``history[-1, 'best_epoch']``.
+        As in :class:`MTSGDMultiTaskClassifier`: about 1000 optimiser steps, extended to at
+        most three times that while the validation loss improves; ``max_epochs_`` holds the
+        budget. When ``history[-1, 'best_epoch']`` is the last epoch, the budget ended the
+        fit: pass a larger integer.
+    batch_size : int, default=64
+        Rows per mini-batch (-1: all).
     train_split : callable or None, default=ValidationSplit()
-        As in the classifier (without stratification): 20 % of the rows held out drive early
-        stopping with restore-best (validation loss: the Gaussian negative log-likelihood of the
-        pooled prediction) and ``calibration``.
-    optimizer, lr, batch_size, verbose, device, callbacks, **kwargs
-        As in skorch's ``NeuralNet`` (defaults: Adam, batches of 64, silent;
-        ``callbacks__early_stopping=None`` turns early stopping off), but ``lr=1e-2`` (the
-        classifier's is 1e-3) and the early stopping waits 30 epochs for the validation loss
-        to improve (``callbacks__early_stopping__patience``; the classifier's waits a fifth of
-        the epoch budget). With the linear mean function the networks only fit what the
-        linear model leaves over, and at 1e-3 they had not finished doing so on 1,000-row
-        tables; the shorter patience keeps the small tables (hundreds of epochs each of one or
-        two steps) from running on until a lucky validation epoch. The noise-scale
-        parameters learn at 10 times
-        ``lr`` (their own optimiser parameter group, unless ``optimizer__param_groups`` is
-        set): their logarithm must travel from 1 (the standardised targets' scale) to the
-        residuals' scale, and Adam moves a parameter by at most about ``lr`` per step.
+        As in :class:`MTSGDMultiTaskClassifier` (not stratified): the held-out rows drive early
+        stopping with restore-best (their loss is the Gaussian negative log-likelihood of the
+        pooled prediction; patience 30 epochs) and fit ``calibration``.
+    verbose : int, default=0
+        0: silent. Above 0: progress output per epoch (:ref:`ug-fitting`).
+    **kwargs
+        Further skorch ``NeuralNet`` arguments: ``device``, ``callbacks``, ``warm_start``,
+        ``module__*``, ``optimizer__*``, ``callbacks__*`` (``callbacks__early_stopping=None``
+        turns early stopping off, ``callbacks__early_stopping__patience`` changes it).
 
     Attributes
     ----------
     n_outputs_ : int
+        Number of outputs of ``y``.
     task_names_ : list of str
         The target DataFrame's column names (a Series' name), else ``output_0``, ...
     y_mean_, y_scale_ : ndarray of shape (n_outputs,)
         The standardisation of the outputs (0 and 1 with ``normalize_y=False``).
     n_features_in_ : int
+        Number of features seen in ``fit``.
     module_ : MultiTaskParticleNet
-        The fitted particles (one :class:`~sklmoo.nn.StackedGaussianHead` per output; the
-        linear mean function, a :class:`~sklmoo.nn.LinearMean`, is ``module_.output_map``).
+        The fitted particles (one :class:`~sklmoo.nn.StackedGaussianHead` per output) and the
+        linear mean function (``module_.output_map``, a :class:`~sklmoo.nn.LinearMean`, or
+        None); :meth:`save_params` saves them with the variance factors.
     history : skorch History
-        As in the classifier: the QP's per-output weights and the repulsion / drive ratios.
+        As in :class:`MTSGDMultiTaskClassifier`: the QP's per-output weights and the
+        repulsion / drive ratios.
     variance_scale_ : ndarray of shape (n_outputs,)
-        The applied factors on the predictive variance (above 1: the intervals were too narrow;
-        a fitted factor below 1 is stored as held back by the margin described under
-        ``calibration``).
+        The applied factors on the predictive variance (above 1: the intervals were too
+        narrow).
     max_epochs_ : int
-        The epoch budget of the last fit (``max_epochs``, or the one 'auto' chose, extended
-        when early stopping is on).
-    n_train_, n_valid_, fit_warnings_
-        As in the classifier.
+        The epoch budget of the last fit.
+    n_train_, n_valid_ : int
+        Rows trained on and held out for validation in the last fit.
+    fit_warnings_ : list of str
+        The warnings of the last fit (kept when they were raised in a joblib worker too).
+
+    See Also
+    --------
+    MTSGDMultiTaskClassifier : The same particles with classification heads.
+    sklearn.gaussian_process.GaussianProcessRegressor : ``predict(X, return_std=True)``.
 
     Examples
     --------
@@ -434,8 +410,13 @@ class MTSGDRegressor(RegressorMixin, MTSGDNetBase):
         def reduce(out):
             means, stds = self._batch_moments(out, standardised=True)
             parts = self._variance_parts(means, stds, self._linear_variance(out))
-            return (means.mean(axis=0) * self.y_scale_ + self.y_mean_,
-                    *(self._scaled_variance(v) for v in parts))
+            result = (means.mean(axis=0) * self.y_scale_ + self.y_mean_,
+                      *(self._scaled_variance(v) for v in parts))
+            if not all(np.isfinite(r).all() for r in result):
+                raise ValueError("the predictive mean or variance is not finite: X holds "
+                                 "values too far beyond the training data for the networks "
+                                 "(float32) to evaluate; rescale X")
+            return result
 
         return self._reduce_rows(X, reduce)
 
@@ -454,10 +435,10 @@ class MTSGDRegressor(RegressorMixin, MTSGDNetBase):
     @staticmethod
     def _linear_variance(outputs):
         """(n, T) variance of the linear mean function's prediction, standardised units (the
-        third output channel when ``mean_function='linear'``, else 0)."""
+        square of the third output channel when ``mean_function='linear'``, else 0)."""
         if outputs[0].shape[-1] < 3:
             return 0.0
-        return np.stack([o[:, 0, 2].detach().to("cpu", torch.float64).numpy()
+        return np.stack([o[:, 0, 2].detach().to("cpu", torch.float64).numpy() ** 2
                          for o in outputs], axis=-1)
 
     @staticmethod
@@ -488,6 +469,30 @@ class MTSGDRegressor(RegressorMixin, MTSGDNetBase):
         if not return_std:
             return self._shaped(mean)
         return self._shaped(mean), self._shaped(np.sqrt(aleatoric + epistemic) * self.y_scale_)
+
+    def partial_fit(self, X, y, **fit_params):
+        """Train ``max_epochs`` more epochs on ``(X, y)``, keeping the particles.
+
+        The first call fits new particles (and the linear mean function, see
+        ``mean_function``); later calls continue them, in the first call's standardisation, and
+        must have the same outputs.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features) or (n_samples, C, H, W)
+            One chunk of training inputs, with the features of the first call.
+        y : array-like of shape (n_samples,) or (n_samples, n_outputs)
+            Its targets (NaN: missing).
+        **fit_params
+            Passed to skorch's training loop (``sample_weight`` is refused).
+
+        Returns
+        -------
+        self
+        """
+        # here only for its signature and docstring: MTSGDNetBase.partial_fit's ``classes``
+        # is for the classifier (given to a regressor it still raises a ValueError)
+        return super().partial_fit(X, y, **fit_params)
 
     @property
     def predict_proba(self):
@@ -529,11 +534,12 @@ class MTSGDRegressor(RegressorMixin, MTSGDNetBase):
 
         Returns
         -------
-        dict with ``'total'``, ``'aleatoric'`` and ``'epistemic'`` arrays shaped like ``y``:
-        total = aleatoric (the particles' mean noise variance) + epistemic (the variance of the
-        particles' means, plus the linear mean function's weight variance with
-        ``mean_function='linear'``), the law of total variance over the ensemble. Both parts
-        include the fitted ``variance_scale_``.
+        uncertainty : dict of str to ndarray of shape (n_samples,) or (n_samples, n_outputs)
+            ``'total'``, ``'aleatoric'`` and ``'epistemic'``, shaped like ``y``: total =
+            aleatoric (the particles' mean noise variance) + epistemic (the variance of the
+            particles' means, plus the linear mean function's weight variance with
+            ``mean_function='linear'``), the law of total variance over the ensemble. Both
+            parts include the fitted ``variance_scale_``.
         """
         _, aleatoric, epistemic = (self._original_variance(v) if i else v
                                    for i, v in enumerate(self._ensemble_moments(X)))
@@ -563,15 +569,19 @@ class MTSGDRegressor(RegressorMixin, MTSGDNetBase):
             arr = arr.reshape(pred.shape)
         if arr.shape != pred.shape:
             raise ValueError(f"y has shape {arr.shape} but the predictions have {pred.shape}")
-        if not np.isnan(arr).any():
-            return float(r2_score(arr, pred, sample_weight=sample_weight))
+        if np.isinf(arr).any():
+            raise ValueError("y holds inf: R^2 is undefined for infinite targets")
         arr, pred = arr.reshape(len(arr), -1), pred.reshape(len(pred), -1)
         w = None if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
         scores = []
         for t in range(arr.shape[1]):
             rows = ~np.isnan(arr[:, t])
             if rows.sum() >= 2:
-                scores.append(r2_score(arr[rows, t], pred[rows, t],
+                # R^2 is scale-free: divide both by the largest magnitude first, or the sums
+                # of squares overflow for targets beyond ~1e154 (inf / inf = NaN)
+                scale = max(np.abs(arr[rows, t]).max(), np.abs(pred[rows, t]).max())
+                scale = scale if np.isfinite(scale) and scale > 0 else 1.0
+                scores.append(r2_score(arr[rows, t] / scale, pred[rows, t] / scale,
                                        sample_weight=None if w is None else w[rows]))
         if not scores:
             raise ValueError("y has no output with two or more observed values")

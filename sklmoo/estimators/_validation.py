@@ -23,6 +23,9 @@ class ValidationSplit:
     ``random_state=None`` the estimator's own seed is used, so the split follows the
     estimator's ``random_state``.
 
+    Instances are immutable (the estimators share their default one): to change a setting,
+    pass a new ``ValidationSplit`` as ``train_split``.
+
     Parameters
     ----------
     fraction : float, default=0.2
@@ -49,11 +52,14 @@ class ValidationSplit:
 
     def __init__(self, fraction=0.2, min_valid=5, min_train=10, stratified=True,
                  random_state=None):
-        self.fraction = fraction
-        self.min_valid = min_valid
-        self.min_train = min_train
-        self.stratified = stratified
-        self.random_state = random_state
+        vars(self).update(fraction=fraction, min_valid=min_valid, min_train=min_train,
+                          stratified=stratified, random_state=random_state)
+
+    def __setattr__(self, name, value):
+        # immutable: the estimators' default is one instance shared by every estimator of a
+        # class (a default argument), so changing it in place would change them all
+        raise AttributeError(f"ValidationSplit is immutable: pass a new one, e.g. "
+                             f"train_split=ValidationSplit({name}={value!r})")
 
     def _params(self):
         return dict(fraction=self.fraction, min_valid=self.min_valid, min_train=self.min_train,
@@ -100,6 +106,8 @@ class ValidationSplit:
             valid, train = order[:n_valid], order[n_valid:]
         else:
             valid, train = _stratified_indices(key, n_valid, rng)
+        if y is not None and np.asarray(y).dtype.kind in "iu":
+            valid, train = _keep_every_label_in_training(np.asarray(y), valid, train, rng)
         return Subset(dataset, np.sort(train).tolist()), Subset(dataset, np.sort(valid).tolist())
 
     @staticmethod
@@ -137,6 +145,33 @@ def _stratified_indices(key, n_valid, rng):
         valid.append(g[:k])
         train.append(g[k:])
     return np.concatenate(valid), np.concatenate(train)
+
+
+def _keep_every_label_in_training(y, valid, train, rng):
+    """Move held-out rows into training until every label of every task (integer codes, -1 =
+    missing) has a training row, each time moving back a training row whose labels all keep
+    one: a class with a single member must not be held out of training (the network would
+    never see it). The held-out size is kept where such a row exists."""
+    y = y.reshape(len(y), -1)
+    valid, train = list(valid), list(train)
+    for t in range(y.shape[1]):
+        in_train = set(y[train, t].tolist())
+        for label in np.unique(y[valid, t]):
+            if label < 0 or label in in_train:
+                continue
+            row = next(i for i in valid if y[i, t] == label)
+            valid.remove(row)
+            train.append(row)
+            in_train.add(label)
+            counts = [dict(zip(*np.unique(y[train, s], return_counts=True)))
+                      for s in range(y.shape[1])]
+            for j in rng.permutation(len(train) - 1):
+                candidate = train[j]
+                if all(y[candidate, s] < 0 or counts[s][y[candidate, s]] >= 2
+                       for s in range(y.shape[1])):
+                    valid.append(train.pop(j))
+                    break
+    return np.asarray(valid, dtype=int), np.asarray(train, dtype=int)
 
 
 class RestoreBestEarlyStopping(EarlyStopping):

@@ -14,8 +14,9 @@ import numpy as np
 import torch
 
 from .. import __version__
-from .._io import (DirectoryInUseError, DirectoryLock, atomic_write, atomic_write_text,
-                   remove_stale_temporaries)
+from .._io import (ArchiveTooLargeError, DirectoryInUseError, DirectoryLock, atomic_write,
+                   atomic_write_text, backed_by_storage, check_torch_archive, read_json,
+                   remove_stale_temporaries, tensor_bytes, tensors_in)
 from ..samplers import MetaSampler
 from ..samplers._l2e import GRADIENT_DECAYS
 from ._es import antithetic_es_gradient
@@ -27,6 +28,12 @@ PRETRAINED = pathlib.Path(__file__).parent / "pretrained" / "l2e_default.npz"
 #: from it
 OUTPUTS = ("checkpoint.pt", "l2e_meta.npz", "l2e_meta.json", "curve.json")
 _STATE_KEYS = ("phi", "optimizer", "step", "curve", "config", "rng", "generator")
+#: keys a checkpoint may lack: checkpoints of earlier versions do not hold them
+_OPTIONAL_KEYS = ("torch_rng", "sklmoo_version")
+#: what a checkpoint may hold beyond the trainer's tensors: the pickled structure (slack) and
+#: one meta-loss curve entry per outer step (about 60 bytes each)
+_CHECKPOINT_SLACK = 2 ** 20
+_CURVE_ENTRY_BYTES = 1024
 
 
 def load_default_meta_sampler():
@@ -232,7 +239,7 @@ class MetaTrainer:
                 "step": self.step, "curve": list(self.curve), "config": dict(self.config),
                 "rng": copy.deepcopy(self.rng.bit_generator.state),
                 "generator": self.generator.get_state(),
-                "torch_rng": torch.get_rng_state()}
+                "torch_rng": torch.get_rng_state(), "sklmoo_version": __version__}
 
     def load_state_dict(self, state):
         """Restore a :meth:`state_dict`; its config must equal this trainer's.
@@ -251,6 +258,14 @@ class MetaTrainer:
         missing = [k for k in _STATE_KEYS if k not in state]
         if missing:
             raise ValueError(f"the meta-training state lacks {missing}")
+        unknown = sorted(map(str, set(state) - set(_STATE_KEYS) - set(_OPTIONAL_KEYS)))
+        if unknown:
+            raise ValueError(f"the meta-training state holds unknown keys {unknown} (a state "
+                             f"of this trainer holds {list(_STATE_KEYS + _OPTIONAL_KEYS)})")
+        forged = sum(not backed_by_storage(t) for t in tensors_in(state))
+        if forged:
+            raise ValueError(f"{forged} tensor(s) of the state claim more elements than their "
+                             "data holds (views with zero or overlapping strides)")
         changed = {k: (state["config"].get(k), v) for k, v in self.config.items()
                    if state["config"].get(k) != v}
         if changed:
@@ -292,7 +307,7 @@ def _parse(argv):
                     "OUT/curve.json, each atomically; SIGINT / SIGTERM save the last completed "
                     "outer step and exit; --resume continues exactly. One run at a time owns "
                     "OUT (a lock on OUT/.lock).")
-    parser.add_argument("--out", required=True, help="output directory")
+    parser.add_argument("--out", required=True, help="output directory (not empty)")
     parser.add_argument("--outer-steps", type=int, default=1000)
     parser.add_argument("--inner-steps", type=int, default=600)
     parser.add_argument("--n-pairs", type=int, default=4)
@@ -312,6 +327,8 @@ def _parse(argv):
     parser.add_argument("--pairs-per-job", type=int, default=None,
                         help="ES pairs per unit of work (default: all locally, 1 on a cluster)")
     args = parser.parse_args(argv)
+    if not args.out:
+        parser.error("--out must name a directory, got ''")
     if args.pairs_per_job is not None and args.pairs_per_job < 1:
         parser.error(f"--pairs-per-job must be at least 1, got {args.pairs_per_job}")
     for name in ("outer_steps", "inner_steps", "n_pairs", "checkpoint_every", "threads"):
@@ -346,16 +363,18 @@ def _write_derived(out, meta, curve):
 
 def _derived_match(out, state):
     """Whether ``l2e_meta.npz``, its card and ``curve.json`` hold the step of ``state``."""
+    expected_curve = json.dumps(state["curve"])
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("error")      # an unreadable card is a mismatch here
             meta = MetaSampler.load(out / "l2e_meta.npz")
-        curve = json.loads((out / "curve.json").read_text(encoding="utf-8"))
+        # what this run wrote is json.dumps(curve): a larger file cannot match, it is not read
+        curve = read_json(out / "curve.json", 2 * len(expected_curve) + 4096)
     except (OSError, ValueError, Warning):
         return False
     return (meta.card.get("outer_steps") == state["step"]
             and torch.equal(meta.flat_parameters().detach(), state["phi"].float())
-            and curve == json.loads(json.dumps(state["curve"])))
+            and curve == json.loads(expected_curve))
 
 
 def _own_out(parser, out):
@@ -378,10 +397,32 @@ def _first_line(exc):
     return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
 
 
-def _load_checkpoint(parser, ckpt):
+def _checkpoint_limit(outer_steps):
+    """The bytes a checkpoint of a run of ``outer_steps`` may declare: twice its tensors (the
+    meta-parameters, Adam's two moments of them, the two random states), one curve entry per
+    outer step, and slack for the pickled structure."""
+    with torch.random.fork_rng(devices=[]):     # the throw-away module draws from it
+        phi = MetaSampler().flat_parameters().detach()
+    tensors = 3 * tensor_bytes(phi) + tensor_bytes([torch.Generator().get_state(),
+                                                    torch.get_rng_state()])
+    return 2 * tensors + _CURVE_ENTRY_BYTES * outer_steps + _CHECKPOINT_SLACK
+
+
+def _load_checkpoint(parser, ckpt, limit):
     """``torch.load`` with ``weights_only=True``: a checkpoint holds only tensors, numbers,
     strings, lists, tuples and dicts, so nothing in a run directory can run code on
-    ``--resume``. Every failure is a usage error naming the file."""
+    ``--resume``; before it, the archive's declared sizes are checked against ``limit``
+    (:func:`_checkpoint_limit`), so that a small file cannot inflate to GBs. Every failure is a
+    usage error naming the file."""
+    try:
+        check_torch_archive(ckpt, limit)
+    except ArchiveTooLargeError as exc:
+        parser.error(f"--resume: {exc}")
+    except ValueError as exc:
+        parser.error(f"--resume: cannot read the checkpoint {ckpt}: it is truncated or not a "
+                     f"checkpoint ({exc})")
+    except OSError as exc:
+        parser.error(f"--resume: cannot read the checkpoint {ckpt} ({exc})")
     try:
         return torch.load(ckpt, weights_only=True)
     except pickle.UnpicklingError as exc:
@@ -397,6 +438,15 @@ def _load_checkpoint(parser, ckpt):
     except Exception as exc:  # zip, EOF and I/O errors of a truncated or foreign file
         parser.error(f"--resume: cannot read the checkpoint {ckpt}: it is truncated or not a "
                      f"checkpoint ({type(exc).__name__}: {_first_line(exc)})")
+
+
+def _written_by(state):
+    """`` (written by sklmoo X; this is sklmoo Y)`` when the checkpoint ``state`` records the
+    version that wrote it and it is another, else ``''``."""
+    version = state.get("sklmoo_version") if isinstance(state, dict) else None
+    if not isinstance(version, str) or version == __version__:
+        return ""
+    return f" (written by sklmoo {version}; this is sklmoo {__version__})"
 
 
 def main(argv=None):
@@ -461,17 +511,23 @@ def main(argv=None):
 
 
 def _train(parser, args, argv, out, client, tqdm):
+    ckpt = out / "checkpoint.pt"
+    # a checkpoint is checked and read before the trainer is built: a bad one is refused at once
+    state = (_load_checkpoint(parser, ckpt, _checkpoint_limit(args.outer_steps))
+             if args.resume else None)
     trainer = MetaTrainer(inner_steps=args.inner_steps, n_pairs=args.n_pairs, sigma=args.sigma,
                           lr=args.lr, meta_loss=args.meta_loss, step_size=args.step_size,
                           temperature=args.temperature, seed=args.seed, client=client,
                           pairs_per_job=args.pairs_per_job)
-    ckpt = out / "checkpoint.pt"
     if args.resume:
-        state = _load_checkpoint(parser, ckpt)
         try:
             trainer.load_state_dict(state)
         except ValueError as exc:
-            parser.error(f"--resume: {ckpt}: {exc}")
+            parser.error(f"--resume: {ckpt}{_written_by(state)}: {exc}")
+        if trainer.step > args.outer_steps:
+            parser.error(f"--resume: {ckpt} is at outer step {trainer.step}, beyond "
+                         f"--outer-steps {args.outer_steps}: pass --outer-steps "
+                         f"{trainer.step} or more to continue it")
     command = "python -m sklmoo.meta.train " + " ".join(
         argv if argv is not None else sys.argv[1:])
     start = time.time()

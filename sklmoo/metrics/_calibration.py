@@ -12,7 +12,7 @@ _STRATEGIES = ("uniform", "quantile")
 
 
 def _check_binning(n_bins, strategy, norm=None):
-    if not isinstance(n_bins, (int, np.integer)) or n_bins < 1:
+    if isinstance(n_bins, bool) or not isinstance(n_bins, (int, np.integer)) or n_bins < 1:
         raise ValueError(f"n_bins must be a positive integer, got {n_bins!r}")
     if strategy not in _STRATEGIES:
         raise ValueError(f"strategy must be one of {_STRATEGIES}, got {strategy!r}")
@@ -293,10 +293,15 @@ def brier_score(y_true, y_proba, *, labels=None, pos_label=None, scale_by_half="
                         unknown_labels)
 
 
-def negative_log_likelihood(y_true, y_proba, *, labels=None, sample_weight=None, eps=1e-15,
+def negative_log_likelihood(y_true, y_proba, *, labels=None, sample_weight=None, eps="auto",
                             multioutput="uniform_average", unknown_labels="raise"):
     r"""Mean negative log-likelihood of the true labels, :math:`-\frac1N\sum_i\log p(y_i|x_i)`
-    (probabilities clipped below at ``eps``); equal to :func:`sklearn.metrics.log_loss`.
+    (probabilities clipped to ``[eps, 1 - eps]``); equal to :func:`sklearn.metrics.log_loss`,
+    a probability of 0 included.
+
+    ``eps='auto'`` (the default) is the machine epsilon of ``y_proba``'s floating-point type
+    (float64 for other types), as in :func:`sklearn.metrics.log_loss`; a float in (0, 1)
+    sets it.
 
     Examples
     --------
@@ -305,11 +310,16 @@ def negative_log_likelihood(y_true, y_proba, *, labels=None, sample_weight=None,
     >>> bool(np.isclose(negative_log_likelihood([0, 1], [[0.5, 0.5], [0.5, 0.5]]), np.log(2)))
     True
     """
-    if not 0 < eps < 1:
-        raise ValueError(f"eps must be in (0, 1), got {eps!r}")
+    if not (isinstance(eps, str) and eps == "auto") and (
+            isinstance(eps, (bool, str)) or not isinstance(eps, (int, float, np.floating))
+            or not 0 < eps < 1):
+        raise ValueError(f"eps must be 'auto' or in (0, 1), got {eps!r}")
 
     def per_task(codes, proba, sw):
-        p = np.clip(_true_class_proba(codes, proba), eps, 1.0)
+        dtype = np.asarray(proba).dtype
+        floor = (np.finfo(dtype if dtype.kind == "f" else np.float64).eps
+                 if isinstance(eps, str) else eps)
+        p = np.clip(_true_class_proba(codes, proba), floor, 1.0 - floor)
         return float(np.average(-np.log(p), weights=sw))
 
     return _task_metric(per_task, y_true, y_proba, labels, sample_weight, multioutput,

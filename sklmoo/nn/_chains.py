@@ -4,6 +4,7 @@ import torch
 from torch import nn
 from torch.func import functional_call, vmap
 
+from .._io import backed_by_storage
 from ._ensemble import StackedModules
 
 
@@ -34,7 +35,15 @@ class SampleStore(nn.Module):
     The buffers are part of the owner's ``state_dict`` (so ``save_params`` / ``load_params``
     and pickling carry the samples), but ``.to(device)`` leaves them on the CPU: a network's
     hundreds of samples must not occupy accelerator memory. Loading a state dict resizes the
-    buffers to what it holds.
+    buffers to what it holds, once :meth:`check_state_dict` has accepted it.
+
+    Parameters
+    ----------
+    names : list of str
+    dtype : torch.dtype, default=torch.float32
+        Storage type of the draws.
+    shapes : dict, optional
+        ``{name: shape of one draw}`` (n_chains, ...): loaded draws must have it.
 
     Examples
     --------
@@ -47,10 +56,11 @@ class SampleStore(nn.Module):
     (2, torch.Size([2, 2, 3]))
     """
 
-    def __init__(self, names, dtype=torch.float32):
+    def __init__(self, names, dtype=torch.float32, shapes=None):
         super().__init__()
         self.names = list(names)
         self.dtype = dtype
+        self.shapes = None if shapes is None else {k: tuple(v) for k, v in shapes.items()}
         for name in self.names:
             self.register_buffer(self._key(name), torch.empty(0))
 
@@ -95,8 +105,53 @@ class SampleStore(nn.Module):
         """``{name: (n_draws, n_chains, ...) tensor}``."""
         return {name: getattr(self, self._key(name)) for name in self.names}
 
+    def check_state_dict(self, state_dict, prefix=""):
+        """Refuse draws that do not fit these chains, before anything is allocated for them:
+        every draw buffer of ``state_dict`` (keys under ``prefix``) must be a tensor of shape
+        (n_draws, *shape of one draw) with the same n_draws for all, whose elements all have
+        bytes in its storage (a view with a zero or overlapping stride claiming 100,000 draws
+        of one stored draw is a forged file: loading it would allocate them all).
+
+        Parameters
+        ----------
+        state_dict : dict
+        prefix : str, default=''
+            This store's prefix in ``state_dict`` (``'samples.'`` in a :class:`ChainEnsemble`'s).
+
+        Raises
+        ------
+        ValueError
+            Naming the key and the mismatch.
+        """
+        shapes = getattr(self, "shapes", None)       # None in pickles of earlier versions
+        n_draws = {}
+        for name in self.names:
+            key = prefix + self._key(name)
+            if key not in state_dict:
+                continue
+            value = state_dict[key]
+            if not isinstance(value, torch.Tensor):
+                raise ValueError(f"draw buffer {key!r} is a {type(value).__name__}, not a tensor")
+            if not backed_by_storage(value):
+                raise ValueError(f"draw buffer {key!r} claims shape {tuple(value.shape)} but "
+                                 f"holds data for only "
+                                 f"{value.untyped_storage().nbytes() // value.element_size()} "
+                                 "elements (a view with a zero or overlapping stride)")
+            if value.dim() == 1 and value.numel() == 0:           # a store without draws
+                n_draws[key] = 0
+                continue
+            if value.dim() == 0:
+                raise ValueError(f"draw buffer {key!r} is a scalar, not (n_draws, ...) draws")
+            if shapes is not None and name in shapes and tuple(value.shape[1:]) != shapes[name]:
+                raise ValueError(f"draw buffer {key!r} has shape {tuple(value.shape)}; the draws "
+                                 f"of these chains have shape (n_draws, *{shapes[name]})")
+            n_draws[key] = int(value.shape[0])
+        if len(set(n_draws.values())) > 1:
+            raise ValueError(f"the draw buffers hold different numbers of draws: {n_draws}")
+
     def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys,
                               unexpected_keys, error_msgs):
+        self.check_state_dict(state_dict, prefix)
         for name in self.names:
             key = prefix + self._key(name)
             if key in state_dict:
@@ -142,7 +197,8 @@ class ChainEnsemble(nn.Module):
         self.input_shape = None if input_shape is None else tuple(input_shape)
         self.chains = StackedModules([factory() for _ in range(n_chains)])
         self.samples = SampleStore(self.chains._param_names + self.chains._buffer_names,
-                                   sample_dtype)
+                                   sample_dtype, shapes={k: v.shape for k, v in
+                                                         self.chain_tensors().items()})
 
     @property
     def n_chains(self):

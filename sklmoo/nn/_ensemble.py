@@ -194,14 +194,16 @@ class LinearMean(nn.Module):
     input batch and the per-task particle outputs (T tensors (batch, M, 2): a Gaussian head's
     mean m and standard deviation :math:`\sigma`) and returns T tensors (batch, M, 3):
 
-    .. math:: \mu_t(x) + s_t\, m, \qquad \sqrt{s_t^2 \sigma^2 + v_t(x)}, \qquad v_t(x),
+    .. math:: \mu_t(x) + s_t\, m, \qquad \sqrt{s_t^2 \sigma^2 + v_t(x)}, \qquad \sqrt{v_t(x)},
 
     where, on the flattened input, :math:`\mu_t(x) = w_t^\top x + b_t` is task t's linear
     mean, :math:`v_t(x) = \lVert L_t^\top (x - c_t) \rVert^2` its posterior variance
     (:math:`L_t L_t^\top = \Sigma_t`, the weights' posterior covariance) and :math:`s_t` the
     scale of its residuals: each particle's mean and predictive standard deviation, and the
-    part of its variance that comes from the linear weights (the same for every particle, so
-    that it can be reported as epistemic). Until :meth:`set` is called it passes m and
+    standard deviation of the part that comes from the linear weights (the same for every
+    particle, so that it can be reported as epistemic). The variance is computed in float64
+    and leaves as a standard deviation: for inputs far outside the training data its square
+    would overflow float32 long before it does. Until :meth:`set` is called it passes m and
     :math:`\sigma` through and adds a channel of zeros (zero mean and variance, unit scale).
     Buffers: saved with the module, never trained.
 
@@ -252,24 +254,29 @@ class LinearMean(nn.Module):
             self.fitted.fill_(True)
 
     def moments(self, x):
-        """The linear mean and its posterior variance, (batch, n_tasks) each."""
+        """The linear mean (in the module's dtype) and its posterior variance (float64),
+        (batch, n_tasks) each."""
         x = x.reshape(x.shape[0], -1).to(self.weight.dtype)
         centred = x[:, None, :] - self.center[None]                         # (batch, T, d)
         mean = torch.einsum("btd,td->bt", centred, self.weight) + self.bias
-        variance = torch.einsum("btd,tde->bte", centred, self.factor).pow(2).sum(-1)
+        # float64: ||L^T (x - c)||^2 overflows float32 once |x - c| nears 1e19
+        variance = torch.einsum("btd,tde->bte", centred.double(),
+                                self.factor.double()).pow(2).sum(-1)
         return mean, variance
 
     def forward(self, x, outputs):
         """The particles' per-task outputs with the linear model under them (see the class
-        description): T tensors (batch, M, 3) of mean, standard deviation, weight variance."""
+        description): T tensors (batch, M, 3) of mean, standard deviation, and the standard
+        deviation of the weights' part."""
         mean, variance = self.moments(x)
         out = []
         for t, o in enumerate(outputs):
             o_mean, o_std = o[..., :1], o[..., 1:2]
             scale = self.scale[t].to(o.dtype)
-            linear = variance[:, t, None, None].to(o.dtype).expand_as(o_mean)
+            linear = variance[:, t, None, None].expand_as(o_mean)
+            std = ((scale * o_std).to(linear.dtype) ** 2 + linear).sqrt()
             out.append(torch.cat([mean[:, t, None, None].to(o.dtype) + scale * o_mean,
-                                  ((scale * o_std) ** 2 + linear).sqrt(), linear], dim=-1))
+                                  std.to(o.dtype), linear.sqrt().to(o.dtype)], dim=-1))
         return tuple(out)
 
 

@@ -1,6 +1,8 @@
 """L2E: SG-MCMC with a meta-learned kinetic-energy gradient (Kim et al., ICML 2024)."""
 
+import io
 import json
+import math
 import pathlib
 import warnings
 import zipfile
@@ -11,7 +13,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from .._io import atomic_write, atomic_write_text
+from .. import __version__
+from .._io import atomic_write, atomic_write_text, read_json
 from ._sgmcmc import (add_thermal_noise, as_tree, check_sampler_settings, checked_gradients,
                       like_input, time_step)
 
@@ -85,9 +88,16 @@ class MetaSampler(nn.Module):
         return self
 
     def save(self, path):
-        """Write ``path`` (.npz) and the card as ``path`` with suffix ``.json``, each atomically;
-        non-finite meta-parameters are refused."""
-        path = pathlib.Path(path).with_suffix(".npz")
+        """Write ``path`` (``.npz`` appended unless the name ends in it: ``run.2024.01`` gives
+        ``run.2024.01.npz``) and the card beside it (``run.2024.01.json``), each atomically;
+        non-finite meta-parameters are refused.
+
+        Returns
+        -------
+        Path
+            The ``.npz`` written.
+        """
+        path = _npz_path(path)
         arrays = {k: v.detach().cpu().numpy().astype(np.float32)
                   for k, v in self.weights().items()}
         bad = [k for k, v in arrays.items() if not np.isfinite(v).all()]
@@ -95,8 +105,7 @@ class MetaSampler(nn.Module):
             raise FloatingPointError(f"refusing to save non-finite meta-parameters {bad}")
         # each file is replaced whole: an interrupted save leaves the previous version readable
         atomic_write(path, lambda f: np.savez(f, **arrays))
-        atomic_write_text(path.with_suffix(".json"), json.dumps(self.card, indent=1,
-                                                                sort_keys=True))
+        atomic_write_text(_card_path(path), json.dumps(self.card, indent=1, sort_keys=True))
         return path
 
     @classmethod
@@ -106,10 +115,16 @@ class MetaSampler(nn.Module):
 
         Loading is safe by construction: only the six expected members are read, each
         member's declared dtype and shape are checked against the MLP's layout (hidden width
-        1 to :data:`MAX_HIDDEN_UNITS`) from its ``.npy`` header before any data is
-        decompressed, and nothing is unpickled. A card (``.json`` beside the file) that
-        cannot be read is ignored with a warning: it is provenance, the weights do not
-        depend on it.
+        1 to :data:`MAX_HIDDEN_UNITS`) from its ``.npy`` header (itself at most
+        :data:`MAX_NPY_HEADER_BYTES`), and its declared size against what that shape needs,
+        before any data is decompressed; nothing is unpickled. A card (``.json`` beside the
+        file: ``run.json`` for ``run.npz``) that cannot be read is ignored with a warning: it
+        is provenance, the weights do not depend on it.
+
+        Parameters
+        ----------
+        path : str or Path
+            The ``.npz``; a name without the suffix finds the file :meth:`save` wrote for it.
 
         Raises
         ------
@@ -117,23 +132,27 @@ class MetaSampler(nn.Module):
             If there is no file at ``path``.
         ValueError
             Naming the file (and the member) if it is not a ``.npz`` of finite floating-point
-            meta-parameters with the expected members and shapes.
+            meta-parameters with the expected members and shapes; with the sklmoo version
+            that wrote it when its card records another one.
         """
         path = pathlib.Path(path)
+        if not path.is_file() and _npz_path(path).is_file():
+            path = _npz_path(path)
         if not path.is_file():
             raise FileNotFoundError(f"no meta-sampler file at {path}")
         try:
             with zipfile.ZipFile(path) as archive:
                 arrays = _read_meta_members(path, archive)
-        except ValueError:                  # already names the file and the member
-            raise
+            bad = [k for k, v in arrays.items() if not np.isfinite(v).all()]
+            if bad:
+                raise ValueError(f"{path}: meta-parameters {sorted(bad)} hold NaN or inf (or "
+                                 "values beyond float32)")
+        except ValueError as exc:           # already names the file and the member
+            raise ValueError(f"{exc}{_card_version_note(path)}") from None
         except Exception as exc:  # zip, zlib and I/O errors all mean "not a .npz we wrote"
             raise ValueError(f"cannot read meta-sampler file {path}: not a complete .npz of "
-                             f"meta-parameters ({type(exc).__name__}: {exc})") from None
-        bad = [k for k, v in arrays.items() if not np.isfinite(v).all()]
-        if bad:
-            raise ValueError(f"{path}: meta-parameters {sorted(bad)} hold NaN or inf (or values "
-                             "beyond float32)")
+                             f"meta-parameters ({type(exc).__name__}: {exc})"
+                             f"{_card_version_note(path)}") from None
         hidden = arrays["linear_0_w"].shape[1]
         return cls(hidden_units=hidden, card=_read_card(path)).load_weights(arrays)
 
@@ -143,23 +162,60 @@ class MetaSampler(nn.Module):
 MAX_HIDDEN_UNITS = 1024
 #: the largest card :meth:`MetaSampler.load` reads (the shipped one is a few tens of KB)
 MAX_CARD_BYTES = 16 * 2 ** 20
+#: the largest ``.npy`` header :meth:`MetaSampler.load` reads (numpy writes about 128 bytes for
+#: these arrays)
+MAX_NPY_HEADER_BYTES = 4096
 _MEMBERS = tuple(f"{n}_{s}" for n in _LAYERS for s in "wb")
 
 
+def _npz_path(path):
+    """``path`` with ``.npz`` appended unless its name ends in it (``Path.with_suffix`` would
+    replace the ``.01`` of ``run.2024.01``)."""
+    path = pathlib.Path(path)
+    return path if path.name.endswith(".npz") else path.with_name(path.name + ".npz")
+
+
+def _card_path(path):
+    """The card beside a meta-sampler file: ``run.json`` for ``run.npz``, ``run.bin.json`` for
+    a file of another name."""
+    path = pathlib.Path(path)
+    stem = path.name[:-len(".npz")] if path.name.endswith(".npz") else path.name
+    return path.with_name(stem + ".json")
+
+
 def _member_header(path, archive, member):
-    """(shape, fortran_order, dtype) from the ``.npy`` header of ``member``, without reading
-    its data."""
+    """(shape, fortran_order, dtype, header size in bytes) from the ``.npy`` header of
+    ``member``: the header's declared length is read and bounded by
+    :data:`MAX_NPY_HEADER_BYTES` before the header itself is read, and nothing of the data
+    is."""
     with archive.open(member + ".npy") as f:
-        try:
-            version = np.lib.format.read_magic(f)
-            if version == (1, 0):
-                return np.lib.format.read_array_header_1_0(f)
-            if version == (2, 0):
-                return np.lib.format.read_array_header_2_0(f)
-        except ValueError as exc:
-            raise ValueError(f"{path}: member {member!r} is not a .npy array ({exc})") from None
-    raise ValueError(f"{path}: member {member!r} has .npy format version {version}, expected "
-                     "1.0 or 2.0")
+        # magic (6 bytes), version (2), header length: uint16 in version 1, uint32 after
+        start = f.read(8)
+        if len(start) < 8 or start[:6] != np.lib.format.MAGIC_PREFIX:
+            raise ValueError(f"{path}: member {member!r} is not a .npy array (no .npy magic)")
+        version = (start[6], start[7])
+        if version not in ((1, 0), (2, 0)):
+            raise ValueError(f"{path}: member {member!r} has .npy format version {version}, "
+                             "expected 1.0 or 2.0")
+        size = f.read(2 if version == (1, 0) else 4)
+        if len(size) < (2 if version == (1, 0) else 4):
+            raise ValueError(f"{path}: member {member!r} is not a .npy array (it ends in its "
+                             "header)")
+        length = int.from_bytes(size, "little")
+        if length > MAX_NPY_HEADER_BYTES:
+            raise ValueError(f"{path}: member {member!r} declares a .npy header of {length} "
+                             f"bytes, more than {MAX_NPY_HEADER_BYTES}: not an array this "
+                             "loader reads")
+        raw = start + size + f.read(length)
+    buffer = io.BytesIO(raw)
+    try:
+        np.lib.format.read_magic(buffer)
+        read = (np.lib.format.read_array_header_1_0 if version == (1, 0)
+                else np.lib.format.read_array_header_2_0)
+        shape, fortran_order, dtype = read(buffer)
+    except ValueError as exc:
+        raise ValueError(f"{path}: member {member!r} is not a .npy array ({exc})") from None
+    return shape, fortran_order, dtype, len(raw)
 
 
 def _read_meta_members(path, archive):
@@ -175,7 +231,7 @@ def _read_meta_members(path, archive):
     if missing:
         raise ValueError(f"{path} lacks meta-parameters {missing}")
     headers = {m: _member_header(path, archive, m) for m in _MEMBERS}
-    for member, (shape, _, dtype) in headers.items():
+    for member, (shape, _, dtype, _) in headers.items():
         if dtype.kind != "f":
             raise ValueError(f"{path}: member {member!r} holds {dtype} values, expected "
                              "floating-point meta-parameters")
@@ -193,6 +249,12 @@ def _read_meta_members(path, archive):
         if tuple(headers[member][0]) != shape:
             raise ValueError(f"{path}: {member} has shape {tuple(headers[member][0])}, "
                              f"expected {shape}")
+        # what the header promises is all the member may hold: a longer one is not read
+        needed = headers[member][3] + math.prod(shape) * headers[member][2].itemsize
+        declared = archive.getinfo(member + ".npy").file_size
+        if declared > needed:
+            raise ValueError(f"{path}: member {member!r} declares {declared} bytes, more than "
+                             f"the {needed} its {shape} {headers[member][2]} array needs")
     arrays = {}
     for member in _MEMBERS:           # every shape is now bounded: decompress
         with archive.open(member + ".npy") as f:
@@ -208,21 +270,31 @@ def _read_meta_members(path, archive):
 def _read_card(path):
     """The JSON card beside ``path``, ``{}`` if there is none; an unreadable card is ignored
     with a warning (it records provenance; the weights are valid without it)."""
-    card_path = path.with_suffix(".json")
+    card_path = _card_path(path)
     if not card_path.exists():
         return {}
     try:
-        if card_path.stat().st_size > MAX_CARD_BYTES:
-            raise ValueError(f"it is larger than {MAX_CARD_BYTES} bytes")
-        card = json.loads(card_path.read_text(encoding="utf-8"))
+        card = read_json(card_path, MAX_CARD_BYTES)
         if not isinstance(card, dict):
             raise ValueError(f"it holds a JSON {type(card).__name__}, not an object")
-    except (OSError, ValueError) as exc:      # JSONDecodeError and UnicodeDecodeError included
+    except (OSError, ValueError) as exc:      # size, depth, JSON and UTF-8 errors included
         warnings.warn(f"ignoring the meta-sampler card {card_path}: cannot read it "
                       f"({type(exc).__name__}: {exc}); the meta-parameters in {path} are "
                       "loaded without provenance", UserWarning, stacklevel=3)
         return {}
     return card
+
+
+def _card_version_note(path):
+    """`` (its card says sklmoo X wrote it; this is sklmoo Y)`` for an error about ``path``
+    when its card records another version than this one, else ``''``."""
+    try:
+        version = read_json(_card_path(path), MAX_CARD_BYTES).get("sklmoo_version")
+    except (OSError, ValueError, AttributeError):
+        return ""
+    if not isinstance(version, str) or version == __version__:
+        return ""
+    return f" (its card says sklmoo {version} wrote it; this is sklmoo {__version__})"
 
 
 def meta_mlp(features, weights):
