@@ -3,14 +3,23 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.sklmoo-installed
+DOCS_STAMP := $(VENV)/.sklmoo-docs-installed
+
+# pip install, not quiet (pip lists what it installs or finds already there), with a line
+# saying what is being installed before it and how long it took after it
+define pip_install
+	@echo ">>> pip install $(1)"
+	@start=$$(date +%s); $(PY) -m pip install --disable-pip-version-check $(1) && \
+	echo ">>> pip install $(1): done in $$(( $$(date +%s) - start )) s"
+endef
 
 .PHONY: venv demo test bench docs clean
 
 $(STAMP): setup.cfg pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	# torch first, pinned to the CPU wheel on disk; everything else then sees it satisfied.
-	$(PY) -m pip install -q --disable-pip-version-check torch==2.13.0
-	$(PY) -m pip install -q --disable-pip-version-check -e '.[test]'
+	$(call pip_install,torch==2.13.0)
+	$(call pip_install,-e '.[test]')
 	touch $(STAMP)
 
 venv: $(STAMP)
@@ -24,8 +33,12 @@ test: $(STAMP)
 bench: $(STAMP)
 	MPLBACKEND=Agg $(PY) benchmarks/bench_sampler_step.py
 
-docs: $(STAMP)
-	$(PY) -m pip install -q --disable-pip-version-check -e '.[docs]'
+# the docs' extras, like the rest, are installed again only when the package's metadata changed
+$(DOCS_STAMP): $(STAMP) setup.cfg pyproject.toml
+	$(call pip_install,-e '.[docs]')
+	touch $(DOCS_STAMP)
+
+docs: $(DOCS_STAMP)
 	MPLBACKEND=Agg $(PY) -m sphinx -W --keep-going -b html docs docs/_build/html
 
 clean:

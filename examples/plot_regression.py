@@ -7,11 +7,12 @@ Regression with honest intervals: MTSGDRegressor
 particles' learned noise (aleatoric) to their disagreement (epistemic), as
 :class:`~sklearn.gaussian_process.GaussianProcessRegressor` does.
 
-First a 1-D toy with a gap in the training inputs: the noise part stays flat, the disagreement
-grows between the two clusters and away from them. Then the 7-output inverse-dynamics problem
+First a 1-D toy with a gap in the training inputs: the noise part stays flat, and the
+disagreement grows away from the data -- far beyond the two clusters, barely in the narrow gap
+between them. Then the 7-output inverse-dynamics problem
 (:func:`~sklmoo.datasets.make_inverse_dynamics`, the offline stand-in for SARCOS), where every
 torque is a task, with a :class:`~sklmoo.metrics.RegressionCalibrationDisplay` of the held-out
-intervals.
+intervals: their width is about right at 90 %, but the central intervals are too wide.
 """
 
 import matplotlib.pyplot as plt
@@ -54,11 +55,16 @@ parts_ax.legend(loc="upper center", fontsize="small")
 fig.tight_layout()
 
 # %%
-# The learned noise is the data's (0.1); the particles (grey) agree on the data and fan out in
-# the gap and beyond it, which is where the interval widens. Under them is the default linear
-# mean function (a BayesianRidge), whose weight uncertainty also grows away from the data and
-# counts as epistemic.
+# The learned noise is close to the data's 0.1. The particles (grey) agree on the data and fan
+# out beyond it, which is where the interval widens; in the gap between the clusters they barely
+# part (the epistemic standard deviations printed below: on a cluster, in the middle of the gap,
+# far out): the networks interpolate smoothly across a gap this narrow, so the ensemble is not
+# much less sure there. Under them is the default linear mean function (a BayesianRidge), whose
+# weight uncertainty also grows away from the data and counts as epistemic.
 print("learned noise std:", np.sqrt(parts["aleatoric"]).mean().round(3))
+at = np.array([[2.0], [0.0], [6.0]])
+print("epistemic std at x = 2 (data), 0 (gap), 6 (far out):",
+      np.sqrt(reg.predict_uncertainty(at)["epistemic"]).round(3))
 
 # %%
 # Seven torques, seven tasks
@@ -76,6 +82,22 @@ print("NLL per torque:", gaussian_nll(Y_test, mean, std, multioutput="raw_values
 
 # %%
 # Expected against observed coverage for every central interval: on the diagonal, the
-# intervals mean what they say; below it they are too narrow, above it too wide.
+# intervals mean what they say; below it they are too narrow, above it too wide. Here the
+# curves sit above the diagonal over most of the range and come back to it at the top: the
+# 90 % intervals hold 89-93 % of the targets (printed above), but the 50 % intervals hold
+# 56-60 % (printed below).
 disp = RegressionCalibrationDisplay.from_estimator(reg, scaler.transform(X_test), Y_test)
+print("50 % coverage per torque:",
+      interval_coverage(Y_test, mean, std, level=0.5, multioutput="raw_values").round(3))
+z = (np.asarray(Y_test) - mean) / std
+centred = z - z.mean(axis=0)
+print("standardised errors: std", z.std(axis=0).round(2), "excess kurtosis",
+      ((centred**4).mean(axis=0) / centred.var(axis=0) ** 2 - 3).round(1))
+
+# %%
+# The standardised errors have about the right spread (standard deviation near 1) but heavier
+# tails than a Gaussian (positive excess kurtosis): a Gaussian wide enough for the tails is too
+# wide in the middle. One variance factor per output (``calibration='variance'``, fitted on the
+# validation rows) cannot fix both ends; if the central intervals matter to you, conformal
+# intervals (MAPIE, see the user guide) are calibrated at the level you choose.
 plt.show()

@@ -1,4 +1,5 @@
-"""The code in README.md, docs/quickstart.rst and docs/user_guide.rst runs as written.
+"""The code in README.md, docs/quickstart.rst, docs/user_guide.rst, docs/faq.rst and
+docs/install.rst runs as written.
 
 Each document's blocks run in order in one namespace, as a reader pasting them into one Python
 session would, in a temporary working directory, with matplotlib's Agg backend. Which blocks run:
@@ -22,7 +23,8 @@ import time
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-DOCUMENTS = ["README.md", "docs/quickstart.rst", "docs/user_guide.rst"]
+DOCUMENTS = ["README.md", "docs/quickstart.rst", "docs/user_guide.rst", "docs/faq.rst",
+             "docs/install.rst"]
 RUN = {"python", "pycon"}
 SHOWN = {"", "bash", "console", "text", "none", "ini", "shell"}   # "": a bare ``` (layout trees)
 

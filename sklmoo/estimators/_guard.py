@@ -11,6 +11,7 @@ import torch
 from sklearn.exceptions import NotFittedError
 from sklearn.utils.validation import validate_data
 
+from ._progress import ProgressLog
 from ._saved_params import check_files, checked_loads, files_to_load, restore, snapshot
 from ._validation import ValidationSplit, user_stacklevel
 
@@ -81,6 +82,13 @@ class SklmooNetMixin:
         self.__dict__["_virtual_params"] = value
 
     # -- scikit-learn's parameters and repr --------------------------------------------------
+
+    def get_default_callbacks(self):
+        """skorch's, with ``print_log`` a :class:`~sklmoo.estimators._progress.ProgressLog`:
+        with ``verbose=1`` one short row per epoch (epoch / budget, losses, seconds), with
+        ``verbose=2`` every column of ``history``."""
+        return [(name, ProgressLog() if name == "print_log" else cb)
+                for name, cb in super().get_default_callbacks()]
 
     def _get_param_names(self):
         # skorch lists every public attribute set in __init__; its bookkeeping is no parameter
