@@ -192,3 +192,43 @@ def test_an_interrupted_run_restores_the_signal_handlers(tmp_path, monkeypatch):
         with pytest.raises(SystemExit):
             main(["--out", str(tmp_path / "run"), *TINY])
     assert (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)) == before
+
+
+@pytest.mark.parametrize("corrupt, match", [
+    (lambda opt: opt["param_groups"][0].__setitem__("lr", float("nan")), "learning rates"),
+    (lambda opt: opt["state"][0]["exp_avg"].fill_(float("nan")), "exp_avg holds NaN"),
+    (lambda opt: opt["state"][0]["exp_avg_sq"].fill_(-1.0), "negative values"),
+])
+def test_resume_refuses_an_optimiser_state_that_would_make_phi_nan(tmp_path, capsys, corrupt,
+                                                                   match):
+    """Such a state was accepted: phi turned NaN, the NaN checkpoint replaced the good one and
+    every later --resume was refused."""
+    out = tmp_path / "run"
+    main(["--out", str(out), *TINY[:1], "2", *TINY[2:]])
+    state = torch.load(out / "checkpoint.pt", weights_only=True)
+    corrupt(state["optimizer"])
+    torch.save(state, out / "checkpoint.pt")
+    good = (out / "l2e_meta.npz").read_bytes()
+    with pytest.raises(SystemExit) as exc:
+        main(["--out", str(out), *TINY, "--resume"])
+    assert exc.value.code == 2
+    assert match in capsys.readouterr().err
+    assert (out / "l2e_meta.npz").read_bytes() == good
+
+
+def test_a_diverging_step_writes_nothing_and_keeps_the_last_checkpoint(tmp_path, monkeypatch):
+    out = tmp_path / "run"
+    main(["--out", str(out), *TINY[:1], "2", *TINY[2:]])
+    before = (out / "checkpoint.pt").read_bytes()
+    real = MetaTrainer.outer_step
+
+    def diverging(self):
+        result = real(self)
+        with torch.no_grad():
+            self.phi.fill_(float("nan"))
+        return result
+
+    monkeypatch.setattr(MetaTrainer, "outer_step", diverging)
+    with pytest.raises(SystemExit, match="diverged at outer step 3.*keep outer step 2"):
+        main(["--out", str(out), *TINY, "--resume"])
+    assert (out / "checkpoint.pt").read_bytes() == before

@@ -283,6 +283,7 @@ class MetaTrainer:
                 isinstance(curve, list) and len(curve) == step):
             raise ValueError(f"the state's step ({step!r}) and meta-loss curve (one entry per "
                              "step) disagree")
+        _check_optimizer_state(state["optimizer"])
         try:
             self.optimizer.load_state_dict(copy.deepcopy(state["optimizer"]))
             self.rng.bit_generator.state = copy.deepcopy(state["rng"])
@@ -295,6 +296,28 @@ class MetaTrainer:
         with torch.no_grad():
             self.phi.copy_(phi)
         self.step, self.curve = step, list(curve)
+
+
+def _check_optimizer_state(state):
+    """``ValueError`` unless an Adam state dict holds finite moments (the second ones
+    non-negative) and finite positive learning rates: a state that would turn phi into NaN at
+    the first step is refused before any training."""
+    try:
+        groups, moments = state["param_groups"], state["state"]
+        rates = [group["lr"] for group in groups]
+        tensors = [(name, value) for entry in moments.values()
+                   for name, value in entry.items() if isinstance(value, torch.Tensor)]
+    except (KeyError, TypeError, AttributeError) as exc:
+        raise ValueError(f"the optimiser state is malformed ({type(exc).__name__}: {exc})"
+                         ) from None
+    if not all(isinstance(lr, (int, float)) and not isinstance(lr, bool) and math.isfinite(lr)
+               and lr > 0 for lr in rates):
+        raise ValueError(f"the optimiser's learning rates {rates} are not finite positive numbers")
+    for name, value in tensors:
+        if value.is_floating_point() and not torch.isfinite(value).all():
+            raise ValueError(f"the optimiser's {name} holds NaN or inf")
+        if name == "exp_avg_sq" and (value < 0).any():
+            raise ValueError("the optimiser's exp_avg_sq (second moments) holds negative values")
 
 
 def _parse(argv):
@@ -551,6 +574,13 @@ def _train(parser, args, argv, out, client, tqdm):
     try:
         while trainer.step < args.outer_steps:
             step, loss, name = trainer.outer_step()
+            if not torch.isfinite(trainer.phi).all():
+                # nothing of this step is written: the last checkpoint stays the run's record
+                bar.close()
+                raise SystemExit(f"meta-training diverged at outer step {step}: the "
+                                 "meta-parameters are not finite; the files in "
+                                 f"{out} keep outer step {last[0]['step']} (lower --lr or "
+                                 "--sigma and --resume)")
             last = snapshot()
             bar.update(1)
             bar.set_postfix(meta_loss=f"{loss:.3f}", task=name[:24])
