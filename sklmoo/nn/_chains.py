@@ -108,7 +108,7 @@ class SampleStore(nn.Module):
     def check_state_dict(self, state_dict, prefix=""):
         """Refuse draws that do not fit these chains, before anything is allocated for them:
         every draw buffer of ``state_dict`` (keys under ``prefix``) must be a tensor of shape
-        (n_draws, *shape of one draw) with the same n_draws for all, whose elements all have
+        ``(n_draws, *shape_of_one_draw)`` with the same n_draws for all, whose elements all have
         bytes in its storage (a view with a zero or overlapping stride claiming 100,000 draws
         of one stored draw is a forged file: loading it would allocate them all).
 
