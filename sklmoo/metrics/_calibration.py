@@ -11,9 +11,18 @@ _NORMS = ("l1", "l2", "max")
 _STRATEGIES = ("uniform", "quantile")
 
 
+#: the most bins a calibration metric accepts: every bin costs a few float64 (its edges and
+#: sums), so a typo such as 10**9 would take gigabytes
+MAX_BINS = 10 ** 6
+
+
 def _check_binning(n_bins, strategy, norm=None):
     if isinstance(n_bins, bool) or not isinstance(n_bins, (int, np.integer)) or n_bins < 1:
         raise ValueError(f"n_bins must be a positive integer, got {n_bins!r}")
+    if n_bins > MAX_BINS:
+        raise ValueError(f"n_bins={n_bins} is more than the {MAX_BINS} bins a calibration "
+                         "metric allows (each bin costs memory; beyond one bin per sample they "
+                         "only add empty bins)")
     if strategy not in _STRATEGIES:
         raise ValueError(f"strategy must be one of {_STRATEGIES}, got {strategy!r}")
     if norm is not None and norm not in _NORMS:
