@@ -286,6 +286,9 @@ def read_json(file, max_bytes, max_depth=MAX_JSON_DEPTH):
     """
     name = _describe(file)
     if isinstance(file, (str, os.PathLike)):
+        if not os.path.isfile(file):
+            # a FIFO or a device would block or stream forever; a directory cannot be read
+            raise OSError(f"{name} is not a regular file")
         with open(file, "rb") as f:
             data = f.read(max_bytes + 1)
     else:

@@ -463,3 +463,26 @@ def test_resume_rewrites_a_deeply_nested_curve(tmp_path, two_steps):
     main(["--out", str(out), "--outer-steps", "2", *TINY, "--resume"])
     state = torch.load(out / "checkpoint.pt", weights_only=True)
     assert json.loads((out / "curve.json").read_text()) == json.loads(json.dumps(state["curve"]))
+
+
+def test_paths_that_name_no_file_are_refused_clearly(tmp_path):
+    from sklmoo import L2ESamplerClassifier
+
+    meta = MetaSampler()
+    for bad in ("", tmp_path):
+        with pytest.raises(ValueError, match="must name a file"):
+            meta.save(bad)
+        with pytest.raises(ValueError, match="must name a file"):
+            MetaSampler.load(bad)
+    X = np.random.default_rng(0).normal(size=(40, 3)).astype(np.float32)
+    with pytest.raises(ValueError, match="must name a file"):
+        L2ESamplerClassifier(meta_sampler="", max_epochs=2).fit(X, (X[:, 0] > 0).astype(int))
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="named pipes")
+def test_a_named_pipe_beside_the_file_does_not_hang_the_load(tmp_path):
+    path = MetaSampler().save(tmp_path / "run")
+    (tmp_path / "run.json").unlink()
+    os.mkfifo(tmp_path / "run.json")             # opening it for reading would block
+    with pytest.warns(UserWarning, match="not a regular file"):
+        MetaSampler.load(path)

@@ -172,6 +172,9 @@ def _npz_path(path):
     """``path`` with ``.npz`` appended unless its name ends in it (``Path.with_suffix`` would
     replace the ``.01`` of ``run.2024.01``)."""
     path = pathlib.Path(path)
+    if path.name in ("", ".", "..") or path.is_dir():
+        raise ValueError(f"a meta-sampler path must name a file, got {str(path)!r}"
+                         + (" (a directory)" if path.is_dir() else ""))
     return path if path.name.endswith(".npz") else path.with_name(path.name + ".npz")
 
 
