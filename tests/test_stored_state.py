@@ -189,3 +189,17 @@ def test_draws_that_overflow_float16_storage_are_refused(iris):
     assert not est.__sklearn_is_fitted__()
     # float32 storage holds it
     assert _fit(make(), X, y).__sklearn_is_fitted__()
+
+
+def test_loaded_draws_take_the_stores_dtype_and_integers_are_refused():
+    from sklmoo.nn import SampleStore
+
+    store = SampleStore(["w"])
+    store.append({"w": torch.arange(6.0).reshape(2, 3)})
+    draws = store.state_dict()["draw__w"]
+    loaded = SampleStore(["w"])
+    loaded.load_state_dict({"draw__w": draws.double()})      # e.g. another version's file
+    assert loaded.draws()["w"].dtype == torch.float32
+    torch.testing.assert_close(loaded.draws()["w"], draws)
+    with pytest.raises(ValueError, match="holds torch.int64 values"):
+        SampleStore(["w"]).load_state_dict({"draw__w": draws.long()})

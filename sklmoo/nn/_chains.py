@@ -142,6 +142,9 @@ class SampleStore(nn.Module):
                 continue
             if value.dim() == 0:
                 raise ValueError(f"draw buffer {key!r} is a scalar, not (n_draws, ...) draws")
+            if not value.is_floating_point():
+                raise ValueError(f"draw buffer {key!r} holds {value.dtype} values; draws are "
+                                 "stored as floating point")
             if shapes is not None and name in shapes and tuple(value.shape[1:]) != shapes[name]:
                 raise ValueError(f"draw buffer {key!r} has shape {tuple(value.shape)}; the draws "
                                  f"of these chains have shape (n_draws, *{shapes[name]})")
@@ -155,7 +158,9 @@ class SampleStore(nn.Module):
         for name in self.names:
             key = prefix + self._key(name)
             if key in state_dict:
-                setattr(self, self._key(name), torch.empty_like(state_dict[key], device="cpu"))
+                # in this store's dtype: the copy converts a file's float16 / float64 draws
+                setattr(self, self._key(name), torch.empty(state_dict[key].shape,
+                                                           dtype=self.dtype))
         super()._load_from_state_dict(state_dict, prefix, local_metadata, strict, missing_keys,
                                       unexpected_keys, error_msgs)
 
