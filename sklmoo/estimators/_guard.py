@@ -223,29 +223,21 @@ class SklmooNetMixin:
 
     def get_iterator(self, dataset, training=False):
         """Shuffle training batches by default, in an order seeded by ``random_state`` and the
-        epoch (a new order every epoch, the same for the same seed)."""
-        if training:
-            defaults = {}
-            if "iterator_train__shuffle" not in vars(self):
-                defaults["shuffle"] = True
-            if "iterator_train__generator" not in vars(self):
-                defaults["generator"] = torch.Generator().manual_seed(
-                    self.seed_ + len(self.history))
-            kwargs = {**defaults, **self.get_params_for("iterator_train")}
-            kwargs.setdefault("batch_size", self.batch_size)
-            if kwargs["batch_size"] == -1:
-                kwargs["batch_size"] = len(dataset)
-            return self.iterator_train(dataset, **kwargs)
-        if "iterator_valid__generator" in vars(self):
-            return super().get_iterator(dataset, training=training)
-        kwargs = {"generator": torch.Generator().manual_seed(0),
-                  **self.get_params_for("iterator_valid")}
+        epoch (a new order every epoch, the same for the same seed). Every DataLoader gets a
+        generator of its own: without one it draws its workers' base seed from the global
+        torch RNG, and fitting or predicting would change the user's random stream."""
+        prefix = "iterator_train" if training else "iterator_valid"
+        defaults = {}
+        if training and f"{prefix}__shuffle" not in vars(self):
+            defaults["shuffle"] = True
+        if f"{prefix}__generator" not in vars(self):
+            defaults["generator"] = torch.Generator().manual_seed(
+                self.seed_ + len(self.history) if training else 0)
+        kwargs = {**defaults, **self.get_params_for(prefix)}
         kwargs.setdefault("batch_size", self.batch_size)
         if kwargs["batch_size"] == -1:
             kwargs["batch_size"] = len(dataset)
-        # a DataLoader without a generator draws its workers' base seed from the global
-        # torch RNG: predicting would change the user's random stream
-        return self.iterator_valid(dataset, **kwargs)
+        return (self.iterator_train if training else self.iterator_valid)(dataset, **kwargs)
 
     def _reduce_rows(self, X, reduce):
         """Stream a prediction over batches of rows: ``reduce`` maps one batch of the
