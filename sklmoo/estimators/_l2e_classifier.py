@@ -37,15 +37,12 @@ _PROBE_SIZE = 256
 def _load_meta_sampler(spec):
     if isinstance(spec, MetaSampler):
         return spec
-    # building the meta-model initialises weights that the file then overwrites: from a forked
-    # RNG, so that fitting leaves the user's global torch random stream as it was
-    with torch.random.fork_rng(devices=[]):
-        if isinstance(spec, str) and spec == "default":
-            from ..meta import load_default_meta_sampler
+    if isinstance(spec, str) and spec == "default":
+        from ..meta import load_default_meta_sampler
 
-            return load_default_meta_sampler()
-        if isinstance(spec, (str, pathlib.Path)):
-            return MetaSampler.load(spec)
+        return load_default_meta_sampler()
+    if isinstance(spec, (str, pathlib.Path)):
+        return MetaSampler.load(spec)
     raise TypeError(f"meta_sampler must be 'default', a path to a .npz or a MetaSampler, got "
                     f"{spec!r}")
 

@@ -154,7 +154,11 @@ class MetaSampler(nn.Module):
                              f"meta-parameters ({type(exc).__name__}: {exc})"
                              f"{_card_version_note(path)}") from None
         hidden = arrays["linear_0_w"].shape[1]
-        return cls(hidden_units=hidden, card=_read_card(path)).load_weights(arrays)
+        # the module initialises weights that the file's then replace: from a forked RNG, so
+        # that loading leaves the global torch random stream as it was
+        with torch.random.fork_rng(devices=[]):
+            meta = cls(hidden_units=hidden, card=_read_card(path))
+        return meta.load_weights(arrays)
 
 
 #: the largest hidden width :meth:`MetaSampler.load` accepts (the paper's is 32); it bounds
