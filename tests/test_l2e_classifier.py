@@ -28,6 +28,11 @@ EXPECTED_FAILED_CHECKS = {
     # attribute (that is how it routes module__* keywords); default-constructed estimators
     # pass (tests/test_sklearn_conventions.py)
     "check_no_attributes_set_in_init": "module__* keywords are stored as attributes (skorch)",
+    # mini-batch training: repeated rows change the batches and the number of steps, so
+    # the fits agree in distribution, not to the last digit (tests/test_weights.py tests
+    # that integer weights act like repeated rows, statistically)
+    "check_sample_weight_equivalence_on_dense_data": "stochastic mini-batch training: "
+        "weights equal repetitions in distribution only (tests/test_weights.py)",
 }
 
 
@@ -38,8 +43,19 @@ def _small(**kw):
     return L2ESamplerClassifier(**params)
 
 
+def _expected_failures(est):
+    if est.sampler != "l2e":
+        return EXPECTED_FAILED_CHECKS
+    # 24 sampler steps (6 epochs of 4 batches, half of them burn-in) are too few for the
+    # meta-learned sampler to move the weights on the check's unscaled blobs; at its default
+    # budget it predicts the favoured class on every test row
+    # (tests/test_weights.py::test_class_weight_moves_the_decision_towards_the_favoured_class)
+    return {**EXPECTED_FAILED_CHECKS, "check_class_weight_classifiers": "the check's budget "
+            "of 24 sampler steps is too short for the meta-learned sampler"}
+
+
 @parametrize_with_checks([_small(), _small(sampler="sghmc")],
-                         expected_failed_checks=lambda est: EXPECTED_FAILED_CHECKS)
+                         expected_failed_checks=_expected_failures)
 def test_sklearn_compatible(estimator, check):
     check(estimator)
 

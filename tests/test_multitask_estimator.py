@@ -25,6 +25,11 @@ EXPECTED_FAILED_CHECKS = {
     # attribute (that is how it routes module__* keywords); default-constructed estimators
     # pass (tests/test_sklearn_conventions.py)
     "check_no_attributes_set_in_init": "module__* keywords are stored as attributes (skorch)",
+    # mini-batch training: repeated rows change the batches and the number of steps, so
+    # the fits agree in distribution, not to the last digit (tests/test_weights.py tests
+    # that integer weights act like repeated rows, statistically)
+    "check_sample_weight_equivalence_on_dense_data": "stochastic mini-batch training: "
+        "weights equal repetitions in distribution only (tests/test_weights.py)",
 }
 
 

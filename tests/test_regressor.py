@@ -23,6 +23,11 @@ from sklmoo.metrics import (gaussian_nll_scorer, interval_coverage, make_regress
 # Both follow from skorch's NeuralNet design (the classifiers expect the same two).
 EXPECTED_FAILED_CHECKS = {
     "check_no_attributes_set_in_init": "module__* keywords are stored as attributes (skorch)",
+    # mini-batch training: repeated rows change the batches and the number of steps, so
+    # the fits agree in distribution, not to the last digit (tests/test_weights.py tests
+    # that integer weights act like repeated rows, statistically)
+    "check_sample_weight_equivalence_on_dense_data": "stochastic mini-batch training: "
+        "weights equal repetitions in distribution only (tests/test_weights.py)",
 }
 
 

@@ -168,13 +168,3 @@ def test_multitask_parameters_are_validated_before_any_epoch(digits, params, mat
     assert not clf.__sklearn_is_fitted__()
 
 
-@pytest.mark.parametrize("make", [
-    lambda: _mt(),
-    lambda: L2ESamplerClassifier(n_chains=2, max_epochs=2, n_draws=1, random_state=0),
-    lambda: MTSGDRegressor(n_particles=2, max_epochs=2, random_state=0),
-])
-def test_sample_weight_is_refused_not_ignored(digits, make):
-    X, y = digits
-    y = _target_for(make(), y)
-    with pytest.raises(ValueError, match="does not support sample_weight"):
-        make().fit(X, y, sample_weight=np.ones(len(X)))

@@ -8,12 +8,15 @@ import warnings
 
 import numpy as np
 import torch
+from torch.utils.data import Subset
 from sklearn.exceptions import NotFittedError
 from sklearn.utils.validation import validate_data
 
 from ._progress import ProgressLog
+from ._rows import RowBatches, RowData, row_source
 from ._saved_params import check_files, checked_loads, files_to_load, restore, snapshot
 from ._validation import ValidationSplit, user_stacklevel
+from ._weights import normalised
 
 #: an epoch's mean training loss above this multiple of the first batch's (or of 1) = divergence
 DIVERGENCE_FACTOR = 1e3
@@ -221,11 +224,33 @@ class SklmooNetMixin:
             self.criterion_.reduction = "none"
         return self
 
+    def get_dataset(self, X, y=None):
+        """The rows as a :class:`~sklmoo.estimators._rows.RowData` (batches are gathered a
+        whole batch at a time; targets carry unit weights), unless ``X`` is a torch
+        ``Dataset`` or a ``dataset`` other than skorch's default is set."""
+        from skorch.dataset import Dataset as SkorchDataset
+
+        if isinstance(X, torch.utils.data.Dataset) or self.dataset is not SkorchDataset \
+                or self.get_params_for("dataset"):
+            return super().get_dataset(X, y)
+        if y is None:
+            return RowData(X)
+        y = np.asarray(y)
+        return RowData(X, y, np.ones(y.shape, dtype=np.float32))
+
+    #: iterator_* settings the in-memory batches honour (any other one: skorch's DataLoader)
+    _ROW_BATCH_KEYS = frozenset({"batch_size", "shuffle", "generator", "drop_last"})
+
     def get_iterator(self, dataset, training=False):
         """Shuffle training batches by default, in an order seeded by ``random_state`` and the
-        epoch (a new order every epoch, the same for the same seed). Every DataLoader gets a
-        generator of its own: without one it draws its workers' base seed from the global
-        torch RNG, and fitting or predicting would change the user's random stream."""
+        epoch (a new order every epoch, the same for the same seed). Every iterator gets a
+        generator of its own: without one a DataLoader draws its workers' base seed from the
+        global torch RNG, and fitting or predicting would change the user's random stream.
+        Rows held in memory are served by :class:`~sklmoo.estimators._rows.RowBatches`
+        (one gather per batch) unless ``iterator_train`` / ``iterator_valid`` or their
+        settings ask for a ``DataLoader``'s features (workers, a ``collate_fn``, ...)."""
+        from torch.utils.data import DataLoader
+
         prefix = "iterator_train" if training else "iterator_valid"
         defaults = {}
         if training and f"{prefix}__shuffle" not in vars(self):
@@ -237,7 +262,11 @@ class SklmooNetMixin:
         kwargs.setdefault("batch_size", self.batch_size)
         if kwargs["batch_size"] == -1:
             kwargs["batch_size"] = len(dataset)
-        return (self.iterator_train if training else self.iterator_valid)(dataset, **kwargs)
+        iterator = self.iterator_train if training else self.iterator_valid
+        if (iterator is DataLoader and row_source(dataset) is not None
+                and set(kwargs) <= self._ROW_BATCH_KEYS):
+            return RowBatches(dataset, **kwargs)
+        return iterator(dataset, **kwargs)
 
     def _reduce_rows(self, X, reduce):
         """Stream a prediction over batches of rows: ``reduce`` maps one batch of the
@@ -302,14 +331,12 @@ class SklmooNetMixin:
                 raise ValueError(f"device={device!r} but only {torch.cuda.device_count()} CUDA "
                                  "device(s) are visible")
 
-    def _run_epochs(self, X, y, **fit_params):
+    def _run_epochs(self, X, y, split, **fit_params):
+        """skorch's training loop over the training and validation datasets ``split`` (as
+        :meth:`_split_rows` made them), within the guards of this class."""
         from skorch import NeuralNet
 
-        if "sample_weight" in fit_params:
-            # skorch would hand it to the module's forward, which ignores it: refuse instead
-            raise ValueError(f"{type(self).__name__} does not support sample_weight: every "
-                             "sample (and so every class) counts once; resample the data to "
-                             "weight samples or classes")
+        self._fit_split = split
         self._epoch_offset = len(self.history) if self.initialized_ else 0
         self._first_loss = None
         try:
@@ -322,6 +349,8 @@ class SklmooNetMixin:
                     f"{exc}. X holds values up to {magnitude:.3g} in magnitude: standardise "
                     "the features (e.g. StandardScaler in a pipeline)") from exc
             raise
+        finally:
+            self._fit_split = None
         done = len(self.history) - self._epoch_offset
         if done < self.max_epochs_ and not self._stopped_early():
             raise KeyboardInterrupt(f"fit was interrupted after {done} of {self.max_epochs_} "
@@ -397,21 +426,55 @@ class SklmooNetMixin:
             self.max_epochs_ = self._patience_epochs = int(self.max_epochs)
         return self.max_epochs_
 
+    _fit_split = None
+
     def get_split_datasets(self, X, y=None, **fit_params):
         """skorch's split; a :class:`~sklmoo.estimators.ValidationSplit` without its own
-        ``random_state`` is seeded by the estimator's."""
+        ``random_state`` is seeded by the estimator's. Inside a fit, the split that fit made
+        (:meth:`_split_rows`)."""
+        if self._fit_split is not None:
+            return self._fit_split
+        return self._split_dataset(self.get_dataset(X, y), y, **fit_params)
+
+    def _split_dataset(self, dataset, y, weight=None, **fit_params):
+        """``train_split`` applied to ``dataset``: a ValidationSplit gets the estimator's seed
+        and the rows' weights; a custom split's empty part is named at once (it would fail
+        much later: an empty mini-batch, a mean over no rows)."""
         if isinstance(self.train_split, ValidationSplit):
-            dataset = self.get_dataset(X, y)
-            return self.train_split(dataset, y, seed=self.seed_)
-        train, valid = super().get_split_datasets(X, y, **fit_params)
-        # a custom split's empty part would fail much later (an empty mini-batch, a mean over
-        # no rows): name it here
+            return self.train_split(dataset, y, seed=self.seed_, weight=weight)
+        if not self.train_split:
+            return dataset, None
+        train, valid = self.train_split(dataset, y, **fit_params)
         if len(train) == 0:
             raise ValueError(f"train_split={self.train_split!r} returned no training rows")
         if valid is not None and len(valid) == 0:
             raise ValueError(f"train_split={self.train_split!r} returned an empty validation "
                              "set: return None as its validation part for a fit without one")
         return train, valid
+
+    def _split_rows(self, X, targets, weight, observed, **fit_params):
+        """The fit's training and validation datasets of ``X``, ``targets`` and their
+        weights (n, T) (ones: unweighted): the split is weighted (see ``ValidationSplit``),
+        and within each part the weights are divided by their mean over its observed
+        targets, so that each part's losses are weighted means on an unweighted fit's
+        scale."""
+        dataset = self.get_dataset(X, targets)
+        if not isinstance(dataset, RowData):
+            if not np.all(weight == 1):
+                raise ValueError("sample_weight and class_weight need the estimator's own "
+                                 f"dataset; this fit uses dataset={self.dataset!r}")
+            return self._split_dataset(dataset, targets, **fit_params)
+        weight = normalised(weight, observed)
+        dataset = dataset.with_weight(weight.astype(np.float32).reshape(np.shape(targets)))
+        train, valid = self._split_dataset(dataset, targets, weight=weight.mean(axis=1),
+                                           **fit_params)
+        parts = [row_source(p) for p in (train, valid) if p is not None]
+        if valid is None or any(p is None or p[1] is None for p in parts):
+            return train, valid
+        for _, index in parts:
+            weight = normalised(weight, observed, index.numpy())
+        base = dataset.with_weight(weight.astype(np.float32).reshape(np.shape(targets)))
+        return tuple(Subset(base, part.indices) for part in (train, valid))
 
     @staticmethod
     def _subset_rows(subset, *arrays):
@@ -425,6 +488,20 @@ class SklmooNetMixin:
                             "calibration=None with this train_split")
         indices = np.asarray(indices)
         return tuple(a[indices] for a in arrays)
+
+    @staticmethod
+    def _data_weight(train, weight, observed):
+        """The amount of data the likelihood counts (the N of ``N * mean loss``): the sum
+        over the training rows of each row's mean weight over its observed targets (the
+        number of training rows when unweighted)."""
+        source = row_source(train)
+        if source is None:
+            return float(len(train))
+        index = slice(None) if source[1] is None else source[1].numpy()
+        w, seen = np.asarray(weight)[index], np.asarray(observed)[index]
+        w, seen = w.reshape(len(w), -1), seen.reshape(len(seen), -1)
+        per_row = (w * seen).sum(axis=1) / np.maximum(seen.sum(axis=1), 1)
+        return float(per_row.sum())
 
     # the fitted recalibration (temperatures / variance scales) is a buffer of the module, so
     # that save_params / load_params and restore-best carry it with the weights

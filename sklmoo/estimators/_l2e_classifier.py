@@ -21,7 +21,9 @@ from ..metrics._recalibration import apply_temperature, fit_temperature
 from ..nn import ChainEnsemble, TrunkClassifier, member_factory
 from ..samplers import SGMCMC_SAMPLERS, MetaSampler, SamplerOptimizer, make_sgmcmc
 from ._guard import SklmooNetMixin
+from ._rows import batch_targets
 from ._validation import ValidationSplit
+from ._weights import check_sample_weight, class_weights
 
 #: centre of the prior on the calibration temperature of the chains' average (underconfident)
 TEMPERATURE_PRIOR_CENTER = 0.85
@@ -112,8 +114,9 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
     n_cycles : int, default=4
         Cycles of the cosine step-size schedule of 'csgmcmc'.
     n_data : int, default=None
-        N in the sampler's update (the likelihood's weight). None: the training-set size; a
-        larger value sharpens the posterior (:ref:`ug-l2e`).
+        N in the sampler's update (the likelihood's weight). None: the training rows' total
+        weight (their number without weights); a larger value sharpens the posterior
+        (:ref:`ug-l2e`).
     sample_dtype : {'float32', 'float16'}, default='float32'
         Storage type of the collected draws (kept on the CPU).
     input_shape : tuple of int, default=None
@@ -125,6 +128,10 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
         (:ref:`ug-defaults`). ``predict_proba`` returns the calibrated average, ``predict`` is
         unchanged; ``predict_proba_samples`` and ``predict_uncertainty`` describe the
         uncalibrated draws.
+    class_weight : dict, 'balanced' or None, default=None
+        Weights of the labels, as in scikit-learn: ``{label: weight}`` or 'balanced'
+        (``n_samples / (n_classes * np.bincount(y))``, counting ``sample_weight``); they
+        multiply ``fit``'s ``sample_weight`` (:ref:`ug-weights`).
     random_state : int, RandomState instance or None, default=None
         Seeds the chains' initialisation, the validation split, the mini-batch order and the
         sampler's noise.
@@ -203,7 +210,7 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
                  max_epochs="auto", burn_in=None, n_draws=20, step_size=None, friction=None,
                  temperature=1.0, prior_precision=1.0, n_cycles=4, n_data=None,
                  sample_dtype="float32", input_shape=None, calibration="temperature",
-                 random_state=None, criterion=torch.nn.CrossEntropyLoss, batch_size=128,
+                 class_weight=None, random_state=None, criterion=torch.nn.CrossEntropyLoss, batch_size=128,
                  train_split=ValidationSplit(), verbose=0, **kwargs):
         kwargs.setdefault("optimizer", SamplerOptimizer)
         super().__init__(module, criterion=criterion, max_epochs=max_epochs,
@@ -223,6 +230,7 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
         self.sample_dtype = sample_dtype
         self.input_shape = input_shape
         self.calibration = calibration
+        self.class_weight = class_weight
         self.random_state = random_state
 
     #: ``max_epochs='auto'``: about this many sampler steps (see the class docstring)
@@ -312,7 +320,7 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
                              f"{classes.tolist()}")
         return np.searchsorted(classes, y).astype(np.int64), classes
 
-    def fit(self, X, y, **fit_params):
+    def fit(self, X, y, sample_weight=None, **fit_params):
         """Run the chains on ``(X, y)`` and collect their samples.
 
         With ``warm_start=True`` on a fitted estimator (same features and classes), the chains
@@ -326,17 +334,21 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
             ``input_shape``).
         y : array-like
             Targets (see the class description).
+        sample_weight : array-like of shape (n_samples,), default=None
+            Weight of each row in the sampler's likelihood, the validation split and the
+            calibration (an integer weight acts like repeated rows, zero removes the row);
+            see :ref:`ug-weights`. None: equal weights.
         **fit_params
-            Passed to skorch's training loop (``sample_weight`` is refused).
+            Passed to skorch's training loop.
 
         Returns
         -------
         self
         """
         continuing = bool(self.warm_start and self.__sklearn_is_fitted__())
-        return self._fit(X, y, continuing, fit_params)
+        return self._fit(X, y, continuing, fit_params, sample_weight=sample_weight)
 
-    def partial_fit(self, X, y, classes=None, **fit_params):
+    def partial_fit(self, X, y, classes=None, sample_weight=None, **fit_params):
         """Continue the chains for ``max_epochs`` epochs and collect ``n_draws`` more draws
         per chain (a first call fits from scratch).
 
@@ -347,14 +359,17 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
         classes : array-like, optional
             The full label set, as in scikit-learn: on the first call it fixes ``classes_``
             (default: the labels of the first ``y``); on later calls it must equal it.
+        sample_weight : array-like of shape (n_samples,), default=None
+            Weight of each row of this chunk; None: every row counts once.
 
         Returns
         -------
         self
         """
-        return self._fit(X, y, self.__sklearn_is_fitted__(), fit_params, classes=classes)
+        return self._fit(X, y, self.__sklearn_is_fitted__(), fit_params, classes=classes,
+                         sample_weight=sample_weight)
 
-    def _fit(self, X, y, continuing, fit_params, classes=None):
+    def _fit(self, X, y, continuing, fit_params, classes=None, sample_weight=None):
         if not continuing:
             # a new fit replaces the fitted model whether or not it succeeds: the parameters
             # may already have changed (set_params), so the old model no longer matches them
@@ -378,28 +393,37 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
                     f"cannot continue the chains: they were fitted with {self.module_.n_chains} "
                     f"chains; this call has n_chains={self.n_chains}. Set warm_start=False (or "
                     "call fit) to start new chains")
+            weight = self._row_weights(codes, sample_weight)
             self.fitted_ = False
         else:
             self.fitted_ = False
             X = self._validate_X(X, reset=True)
             codes, self.classes_ = self._encode_y(y, X.shape[0], classes=classes)
+            weight = self._row_weights(codes, sample_weight)
+        if not (weight > 0).all():
+            # a zero weight removes a row
+            X, codes, weight = X[weight > 0], codes[weight > 0], weight[weight > 0]
         if not continuing:
             self.seed_ = int(check_random_state(self.random_state).randint(np.iinfo(np.int32).max))
             self.initialize()
         self._refuse_restoring_callbacks()
         self._start_fit_warnings()
-        dataset_train, dataset_valid = self.get_split_datasets(X, codes, **fit_params)
+        observed = np.ones((len(codes), 1), dtype=bool)
+        dataset_train, dataset_valid = self._split_rows(X, codes, weight[:, None], observed,
+                                                        **fit_params)
         n_train = len(dataset_train)
+        data_weight = self._data_weight(dataset_train, weight[:, None], observed)
         batch = n_train if self.batch_size == -1 else min(self.batch_size, n_train)
         steps_per_epoch = math.ceil(n_train / batch)
         epochs = self._resolve_epochs(n_train)
         if not continuing and self.burn_in is not None and self.burn_in >= epochs:
             raise ValueError(f"burn_in={self.burn_in} leaves none of the {epochs} epochs of "
                              f"max_epochs={self.max_epochs!r} to collect samples")
-        self.optimizer_.set_sampler(self._make_sampler(meta, n_train, epochs * steps_per_epoch))
+        self.optimizer_.set_sampler(self._make_sampler(meta, data_weight,
+                                                       epochs * steps_per_epoch))
         self.optimizer_.param_groups[0]["sampler_step"] = 0
         self._collect_at = self._collection_steps(continuing, steps_per_epoch)
-        self._run_epochs(X, codes, **fit_params)
+        self._run_epochs(X, codes, (dataset_train, dataset_valid), **fit_params)
         self.n_draws_ = len(self.module_.samples)
         if self.n_draws_ == 0:
             raise ValueError(f"training stopped after {len(self.history)} epochs, before any "
@@ -410,16 +434,27 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
         self.convergence_ = self._probe_convergence(X)
         self.n_train_ = n_train
         self.n_valid_ = 0 if dataset_valid is None else len(dataset_valid)
-        valid = (self._subset_rows(dataset_valid, X, codes) if self.calibration is not None
-                 else None)
+        valid = (self._subset_rows(dataset_valid, X, codes, weight)
+                 if self.calibration is not None else None)
         self.temperature_ = 1.0
         if valid is not None and len(valid[0]):
             bma = np.concatenate([p.mean(axis=0) for p in self._row_batches(valid[0])])
             self.temperature_ = fit_temperature(bma, valid[1],
-                                                prior_center=TEMPERATURE_PRIOR_CENTER)
+                                                prior_center=TEMPERATURE_PRIOR_CENTER,
+                                                sample_weight=valid[2])
         self._store_recalibration(self.temperature_)
         self.fitted_ = True
         return self
+
+    def _row_weights(self, codes, sample_weight):
+        """(n,) weight of every row: ``sample_weight`` (checked) times its label's
+        ``class_weight``."""
+        row = check_sample_weight(sample_weight, len(codes))
+        weight = row * class_weights(self.class_weight, codes, [self.classes_], row)[:, 0]
+        if not (weight > 0).any():
+            raise ValueError("every row has a zero weight (sample_weight times class_weight): "
+                             "there is nothing to fit")
+        return weight
 
     def _refuse_restoring_callbacks(self):
         """An early-stopping callback that restores the best epoch's module would roll the
@@ -536,22 +571,25 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
                                            sampler=None, seed=self.seed_)
         return self
 
-    def _chain_losses(self, y_pred, y_true):
-        """Every chain's mean cross-entropy over the batch: (batch, chains, classes) -> (chains,)."""
+    def _chain_losses(self, y_pred, y_true, weight=None):
+        """Every chain's weighted mean cross-entropy over the batch: (batch, chains, classes)
+        -> (chains,) (``weight``: the batch's normalised row weights, None: unweighted)."""
         target = to_tensor(y_true, device=self.device).long()
         per = self.criterion_(y_pred.transpose(1, 2), target[:, None].expand(-1, y_pred.shape[1]))
+        if weight is not None:
+            per = per * to_tensor(weight, device=self.device)[:, None]
         return per.mean(dim=0)
 
     def get_loss(self, y_pred, y_true, X=None, training=False):
-        """Mean over chains of each chain's mean cross-entropy."""
-        return self._chain_losses(y_pred, y_true).mean()
+        """Mean over chains of each chain's weighted mean cross-entropy."""
+        return self._chain_losses(y_pred, *batch_targets(y_true)).mean()
 
     def train_step_single(self, batch, **fit_params):
         """Every chain's mean-loss gradient, by one backward pass of the summed chain losses."""
         self._set_training(True)
         Xi, yi = unpack_data(batch)
         y_pred = self.infer(Xi, **fit_params)
-        losses = self._chain_losses(y_pred, yi)
+        losses = self._chain_losses(y_pred, *batch_targets(yi))
         bad = torch.nonzero(~torch.isfinite(losses)).flatten().tolist()
         if bad:
             raise FloatingPointError(f"chain(s) {bad} diverged in epoch {len(self.history)}: "

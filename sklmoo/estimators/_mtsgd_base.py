@@ -17,13 +17,16 @@ from ..nn import (METHODS, FunctionSpace, MultiTaskParticleNet, make_update_rule
                   member_factory, multitask_particle_step)
 from ..samplers import TASK_NORMALIZATIONS, LinearScalarization, PrecomputedKernel, RBFKernel
 from ._guard import SklmooNetMixin
+from ._rows import batch_targets
 from ._validation import RestoreBestEarlyStopping
+from ._weights import check_sample_weight
 
 
 class MTSGDNetBase(SklmooNetMixin, NeuralNet):
     """Base of the MT-SGD estimators (not public). Subclasses provide:
 
-    * ``_prepare_targets(y, n_samples)`` -> the target array handed to skorch (and set
+    * ``_prepare_targets(y, n_samples, classes, row_weight)`` -> the target array handed to
+      skorch (and set
       ``n_tasks_``, ``task_names_``, ``single_task_`` and their own fitted attributes);
     * ``_continuation_targets(y, n_samples, partial)`` -> the same for a continued fit, raising
       ``ValueError("cannot continue the particles: ...")`` when ``y`` does not fit them;
@@ -81,14 +84,15 @@ class MTSGDNetBase(SklmooNetMixin, NeuralNet):
 
     # -- fitting ---------------------------------------------------------------------------------
 
-    def _prepare(self, X, y, classes=None):
+    def _prepare(self, X, y, classes=None, sample_weight=None):
         """Validate everything and set the data-dependent attributes of a new fit."""
         if y is None:
             raise ValueError(f"{type(self).__name__} requires y to be passed, but the target y "
                              "is None")
         self._check_params()
         X = self._validate_X(X, reset=True)
-        targets = self._prepare_targets(y, X.shape[0], classes=classes)
+        row_weight = check_sample_weight(sample_weight, X.shape[0])
+        targets = self._prepare_targets(y, X.shape[0], classes=classes, row_weight=row_weight)
         self.seed_ = int(check_random_state(self.random_state).randint(np.iinfo(np.int32).max))
         return X, targets
 
@@ -102,7 +106,7 @@ class MTSGDNetBase(SklmooNetMixin, NeuralNet):
         X = self._validate_X(X, reset=False)
         return X, self._continuation_targets(y, X.shape[0], partial)
 
-    def fit(self, X, y, **fit_params):
+    def fit(self, X, y, sample_weight=None, **fit_params):
         """Fit the particles on ``X`` and the target ``y`` (n_samples,) or (n_samples, n_tasks).
 
         Validates the data (the network's heads are sized from it), leaves out samples without
@@ -123,8 +127,12 @@ class MTSGDNetBase(SklmooNetMixin, NeuralNet):
             ``input_shape``).
         y : array-like
             Targets (see the class description).
+        sample_weight : array-like of shape (n_samples,), default=None
+            Weight of each row in the training and validation losses, the validation split
+            and the calibration (an integer weight acts like repeated rows, zero removes the
+            row), for every task of a 2-D ``y``; see :ref:`ug-weights`. None: equal weights.
         **fit_params
-            Passed to skorch's training loop (``sample_weight`` is refused).
+            Passed to skorch's training loop.
 
         Returns
         -------
@@ -132,14 +140,16 @@ class MTSGDNetBase(SklmooNetMixin, NeuralNet):
         """
         if self.warm_start and self.__sklearn_is_fitted__():
             X, targets = self._continue(X, y, partial=False)
+            weight = self._row_weights(targets, sample_weight)
             self._initialize_rules()
         else:
             self.fitted_ = False
-            X, targets = self._prepare(X, y)
+            X, targets = self._prepare(X, y, sample_weight=sample_weight)
+            weight = self._row_weights(targets, sample_weight)
             self.initialize()
-        return self._fit_epochs(X, targets, fit_params)
+        return self._fit_epochs(X, targets, weight, fit_params)
 
-    def partial_fit(self, X, y, classes=None, **fit_params):
+    def partial_fit(self, X, y, classes=None, sample_weight=None, **fit_params):
         """Train ``max_epochs`` more epochs on ``(X, y)``, keeping the particles.
 
         The first call fits new particles, sized from its targets; later calls continue them
@@ -157,8 +167,10 @@ class MTSGDNetBase(SklmooNetMixin, NeuralNet):
             ``MultiOutputClassifier.partial_fit`` takes them): on the first call it fixes
             ``classes_`` (default: the labels of the first ``y``); on later calls it must
             equal it.
+        sample_weight : array-like of shape (n_samples,), default=None
+            Weight of each row of this chunk; None: every row counts once.
         **fit_params
-            Passed to skorch's training loop (``sample_weight`` is refused).
+            Passed to skorch's training loop.
 
         Returns
         -------
@@ -168,36 +180,52 @@ class MTSGDNetBase(SklmooNetMixin, NeuralNet):
             if classes is not None:
                 self._check_same_classes(classes)
             X, targets = self._continue(X, y, partial=True)
+            weight = self._row_weights(targets, sample_weight)
             self._initialize_rules()
         else:
-            X, targets = self._prepare(X, y, classes=classes)
+            X, targets = self._prepare(X, y, classes=classes, sample_weight=sample_weight)
+            weight = self._row_weights(targets, sample_weight)
             self.initialize()
-        return self._fit_epochs(X, targets, fit_params)
+        return self._fit_epochs(X, targets, weight, fit_params)
 
-    def _fit_epochs(self, X, targets, fit_params):
+    def _row_weights(self, targets, sample_weight):
+        """(n, T) weights of the targets: ``sample_weight`` (checked) for every task, times
+        the class weights of a classifier (:meth:`_target_weights`)."""
+        row = check_sample_weight(sample_weight, len(targets))
+        return row[:, None] * self._target_weights(targets, row)
+
+    def _target_weights(self, targets, row_weight):
+        """Per-target factors on top of the row weights (the classifier's class weights)."""
+        return np.ones(np.shape(targets))
+
+    def _fit_epochs(self, X, targets, weight, fit_params):
         self.fitted_ = False
         self._start_fit_warnings()
-        # samples without any target contribute to no loss: leave them out, so that no
-        # mini-batch is empty of targets
-        keep = np.asarray(self._observed(targets)).any(axis=1)
+        observed = np.asarray(self._observed(targets))
+        # samples without any (weighted) target contribute to no loss: leave them out, so
+        # that no mini-batch is empty of targets (and a zero weight removes a row)
+        keep = (observed & (weight > 0)).any(axis=1)
         if not keep.any():
-            raise ValueError("y has no observed target in any task")
+            raise ValueError("y has no observed target with a non-zero weight in any task"
+                             if observed.any() else "y has no observed target in any task")
         if not keep.all():
-            X, targets = X[keep], targets[keep]
-        train, valid = self.get_split_datasets(X, targets, **fit_params)
+            X, targets, weight, observed = X[keep], targets[keep], weight[keep], observed[keep]
+        train, valid = self._split_rows(X, targets, weight, observed, **fit_params)
         n_train = len(train)
-        self._fit_mean_function(X, targets)
+        data_weight = self._data_weight(train, weight, observed)
+        self._fit_mean_function(X, targets, weight)
         stopping = valid is not None and any(
             isinstance(cb, RestoreBestEarlyStopping) for _, cb in self.callbacks_)
         self._resolve_epochs(n_train, early_stopping=stopping)
         if "optimizer__weight_decay" not in vars(self):
             # a N(0, 1/prior_precision) prior on every weight, as weight decay on the mean loss
             for group in self.optimizer_.param_groups:
-                group["weight_decay"] = float(self.prior_precision) / n_train
-        self._run_epochs(X, targets, **fit_params)
+                group["weight_decay"] = float(self.prior_precision) / data_weight
+        self._run_epochs(X, targets, (train, valid), **fit_params)
         self.n_train_, self.n_valid_ = n_train, 0 if valid is None else len(valid)
-        rows = self._subset_rows(valid, X, targets) if self.calibration is not None else None
-        self._fit_calibration(*(rows or (None, None)))
+        rows = (self._subset_rows(valid, X, targets, weight) if self.calibration is not None
+                else None)
+        self._fit_calibration(*(rows or (None, None, None)))
         self.fitted_ = True
         return self
 
@@ -222,15 +250,23 @@ class MTSGDNetBase(SklmooNetMixin, NeuralNet):
     def validation_step(self, batch, **fit_params):
         """The validation loss is the negative log-likelihood of the particles' pooled
         prediction before recalibration (the classifier: their averaged probabilities; the
-        regressor: the mean and total variance), mean over the tasks' observed samples."""
+        regressor: the mean and total variance), weighted mean over the tasks' observed
+        samples."""
         self._set_training(False)
         Xi, yi = unpack_data(batch)
+        yi, wi = batch_targets(yi)
         with torch.no_grad():
             y_pred = self.infer(Xi, **fit_params)
             y_true = to_tensor(yi, device=self.device)
             observed = self._observed(y_true)
-            losses = [self._pooled_nll(out[observed[:, t]], y_true[observed[:, t], t]).mean()
-                      for t, out in enumerate(y_pred) if observed[:, t].any()]
+            losses = []
+            for t, out in enumerate(y_pred):
+                rows = observed[:, t]
+                if rows.any():
+                    nll = self._pooled_nll(out[rows], y_true[rows, t])
+                    if wi is not None:
+                        nll = nll * to_tensor(wi, device=self.device)[rows, t].double()
+                    losses.append(nll.mean())
             loss = torch.stack(losses).mean()
         return {"loss": loss, "y_pred": y_pred}
 
@@ -243,9 +279,10 @@ class MTSGDNetBase(SklmooNetMixin, NeuralNet):
         """The network's ``output_map`` (None: none); see the regressor's mean function."""
         return None
 
-    def _fit_mean_function(self, X, targets):
-        """Fit the prior mean function of a new fit on its rows ``X``, ``targets`` (every row
-        with a target, the validation rows included; no-op here)."""
+    def _fit_mean_function(self, X, targets, weight):
+        """Fit the prior mean function of a new fit on its rows ``X``, ``targets`` with their
+        (n, T) ``weight`` (every row with a target, the validation rows included; no-op
+        here)."""
 
     def initialize_module(self):
         """Build the M-particle network from the trunk and the targets seen in ``fit``."""
@@ -305,10 +342,12 @@ class MTSGDNetBase(SklmooNetMixin, NeuralNet):
                               LinearScalarization())
         return self
 
-    def _task_losses(self, y_pred, y_true):
-        """Per task, each particle's mean loss over the task's observed samples -> (M,) or
-        None."""
+    def _task_losses(self, y_pred, y_true, weight=None):
+        """Per task, each particle's weighted mean loss over the task's observed samples ->
+        (M,) or None (``weight``: the batch's (B, T) normalised weights, None: unweighted)."""
         y_true = to_tensor(y_true, device=self.device)
+        if weight is not None:
+            weight = to_tensor(weight, device=self.device)
         observed = self._observed(y_true)
         losses = []
         for t, out in enumerate(y_pred):                             # out (B, M, ...)
@@ -316,7 +355,10 @@ class MTSGDNetBase(SklmooNetMixin, NeuralNet):
             if not rows.any():
                 losses.append(None)
                 continue
-            losses.append(self._member_losses(out[rows], y_true[rows, t]).mean(dim=0))
+            per = self._member_losses(out[rows], y_true[rows, t])    # (b, M)
+            if weight is not None:
+                per = per * weight[rows, t, None]
+            losses.append(per.mean(dim=0))
         return losses
 
     @staticmethod
@@ -324,15 +366,15 @@ class MTSGDNetBase(SklmooNetMixin, NeuralNet):
         return torch.stack([x.mean() for x in task_losses if x is not None]).mean()
 
     def get_loss(self, y_pred, y_true, X=None, training=False):
-        """Mean over tasks and particles of the masked per-sample loss."""
-        return self._mean_loss(self._task_losses(y_pred, y_true))
+        """Mean over tasks and particles of the masked, weighted per-sample loss."""
+        return self._mean_loss(self._task_losses(y_pred, *batch_targets(y_true)))
 
     def train_step_single(self, batch, **fit_params):
         """One MT-SGD step: per-task scores by autograd, directions written into ``.grad``."""
         self._set_training(True)
         Xi, yi = unpack_data(batch)
         features, y_pred = self.module_.forward_with_features(to_tensor(Xi, device=self.device))
-        losses = self._task_losses(y_pred, yi)
+        losses = self._task_losses(y_pred, *batch_targets(yi))
         loss = self._mean_loss(losses)
         epoch = len(self.history)
         if not torch.isfinite(loss):

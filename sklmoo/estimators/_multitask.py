@@ -8,6 +8,7 @@ from ..metrics import entropy_decomposition
 from ..metrics._recalibration import apply_temperature, fit_temperature, pool_log_linear
 from ._mtsgd_base import MTSGDNetBase
 from ._validation import ValidationSplit
+from ._weights import class_weights
 from ._targets import (as_2d_targets, as_task_columns, decode_predictions, encode_targets,
                        encode_with_classes, missing_mask)
 
@@ -97,8 +98,14 @@ class MTSGDMultiTaskClassifier(ClassifierMixin, MTSGDNetBase):
         :ref:`ug-defaults`.
     prior_precision : float, default=0.0
         Precision of an isotropic Gaussian prior on every weight, applied as weight decay
-        ``prior_precision / n_train`` (``optimizer__weight_decay`` overrides it). Off by
+        ``prior_precision / N``, N the training rows' total weight (``optimizer__weight_decay``
+        overrides it). Off by
         default: early stopping is the classifier's regulariser (:ref:`ug-mtsgd`).
+    class_weight : dict, 'balanced', list of these, or None, default=None
+        Weights of the labels, as in scikit-learn: ``{label: weight}`` or 'balanced'
+        (``n_samples / (n_classes * np.bincount(y))``, counting ``sample_weight``); for a
+        2-D ``y``, 'balanced' or a list with one entry per task. They multiply ``fit``'s
+        ``sample_weight`` (:ref:`ug-weights`).
     random_state : int, RandomState instance or None, default=None
         Seeds the particles' initialisation, the validation split and the mini-batch order.
     criterion : torch loss class, default=torch.nn.CrossEntropyLoss
@@ -176,7 +183,7 @@ class MTSGDMultiTaskClassifier(ClassifierMixin, MTSGDNetBase):
                  warmup_epochs=0, task_normalization="l2", normalize_drive=False,
                  input_shape=None,
                  missing_label=None,
-                 calibration="logit_temperature", prior_precision=0.0,
+                 calibration="logit_temperature", prior_precision=0.0, class_weight=None,
                  random_state=None, criterion=torch.nn.CrossEntropyLoss,
                  optimizer=torch.optim.Adam, lr=1e-3, max_epochs="auto", batch_size=64,
                  train_split=ValidationSplit(), verbose=0, **kwargs):
@@ -197,6 +204,7 @@ class MTSGDMultiTaskClassifier(ClassifierMixin, MTSGDNetBase):
         self.missing_label = missing_label
         self.calibration = calibration
         self.prior_precision = prior_precision
+        self.class_weight = class_weight
         self.random_state = random_state
 
     _calibrations = ("logit_temperature", "temperature")
@@ -204,7 +212,7 @@ class MTSGDMultiTaskClassifier(ClassifierMixin, MTSGDNetBase):
 
     # -- targets ---------------------------------------------------------------------------------
 
-    def _prepare_targets(self, y, n_samples, classes=None):
+    def _prepare_targets(self, y, n_samples, classes=None, row_weight=None):
         y, self.single_task_ = as_task_columns(y)
         if classes is None:
             codes, classes, self.task_names_ = encode_targets(y, n_samples, self.missing_label)
@@ -303,7 +311,12 @@ class MTSGDMultiTaskClassifier(ClassifierMixin, MTSGDNetBase):
         pool = getattr(getattr(self, "module_", None), "recalibration_pool", None)
         return pool is not None and bool(pool[t].item())
 
-    def _fit_calibration(self, X_valid, codes_valid):
+    def _target_weights(self, codes, row_weight):
+        """The class weights of every target (``class_weight``), 1 when None."""
+        return class_weights(self.class_weight, codes, self._task_classes(), row_weight,
+                             self.task_names_)
+
+    def _fit_calibration(self, X_valid, codes_valid, weight=None):
         """``temperature_``: one temperature per task on the pooled probabilities of the
         validation rows; 'logit_temperature' pools the particles log-linearly first. A task
         without calibration or labelled validation rows keeps temperature 1 on the averaged
@@ -321,8 +334,9 @@ class MTSGDMultiTaskClassifier(ClassifierMixin, MTSGDNetBase):
                 with torch.no_grad():
                     self.module_.recalibration_pool[t] = float(
                         self.calibration == "logit_temperature")
-                self.temperature_[t] = fit_temperature(self._pool(logits, t), codes_valid[:, t],
-                                                       prior_scale=TEMPERATURE_PRIOR_SCALE)
+                self.temperature_[t] = fit_temperature(
+                    self._pool(logits, t), codes_valid[:, t], prior_scale=TEMPERATURE_PRIOR_SCALE,
+                    sample_weight=None if weight is None else weight[:, t])
         self._store_recalibration(self.temperature_)
 
     def _pool(self, logits, t):

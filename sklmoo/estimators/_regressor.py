@@ -95,8 +95,8 @@ class MTSGDRegressor(RegressorMixin, MTSGDNetBase):
         validation split the factors stay 1. See :ref:`ug-defaults`.
     prior_precision : float, default=1.0
         Precision of an isotropic Gaussian prior on every weight, applied as weight decay
-        ``prior_precision / n_train`` (``optimizer__weight_decay`` overrides it); see
-        :ref:`ug-mtsgd`.
+        ``prior_precision / N``, N the training rows' total weight (``optimizer__weight_decay``
+        overrides it); see :ref:`ug-mtsgd`.
     mean_function : {'linear'} or None, default='linear'
         'linear': before the particles train, one :class:`~sklearn.linear_model.BayesianRidge`
         per output is fitted on all rows, and every particle predicts its mean plus its own
@@ -248,21 +248,40 @@ class MTSGDRegressor(RegressorMixin, MTSGDNetBase):
 
     # -- targets ---------------------------------------------------------------------------------
 
+    @classmethod
+    def _get_class_level_metadata_request_values(cls, method_name, method=None,
+                                                 ignore_params=None):
+        # skorch's NeuralNet declares its partial_fit's ``classes`` unused for metadata
+        # routing; this partial_fit has no ``classes``, which scikit-learn would refuse
+        if method_name == "partial_fit" and method is None:
+            def method(self, X, y, classes=None, sample_weight=None):
+                """``partial_fit``'s routable parameters, with skorch's ``classes``."""
+        return super()._get_class_level_metadata_request_values(
+            method_name, method=method, ignore_params=ignore_params)
+
     def _check_same_classes(self, classes):
         raise ValueError("classes is for classifiers; a regressor's partial_fit takes none")
 
-    def _prepare_targets(self, y, n_samples, classes=None):
+    def _prepare_targets(self, y, n_samples, classes=None, row_weight=None):
         if classes is not None:
             self._check_same_classes(classes)
         arr, self.single_task_, self.task_names_ = regression_targets(y, n_samples)
         self.n_tasks_ = self.n_outputs_ = arr.shape[1]
         if self.normalize_y:
-            # in units of each output's largest magnitude: sums and squares of targets near
-            # the float64 limit (beyond ~1e154) would overflow
-            magnitude = np.nanmax(np.abs(arr), axis=0)
-            unit = arr / magnitude
-            self.y_mean_ = np.nanmean(unit, axis=0) * magnitude
-            self.y_scale_ = np.nanstd(unit, axis=0) * magnitude
+            # over the rows the fit uses (a zero weight removes a row), weighted; in units
+            # of each output's largest magnitude: sums and squares of targets near the
+            # float64 limit (beyond ~1e154) would overflow
+            used = arr if row_weight is None else arr[row_weight > 0]
+            magnitude = np.nanmax(np.abs(used), axis=0)
+            unit = used / magnitude
+            if row_weight is None or np.all(row_weight == row_weight[0]):
+                self.y_mean_ = np.nanmean(unit, axis=0) * magnitude
+                self.y_scale_ = np.nanstd(unit, axis=0) * magnitude
+            else:
+                self.y_mean_, self.y_scale_ = _weighted_moments(
+                    unit, row_weight[row_weight > 0])
+                self.y_mean_, self.y_scale_ = (self.y_mean_ * magnitude,
+                                               self.y_scale_ * magnitude)
         else:
             self.y_mean_, self.y_scale_ = np.zeros(arr.shape[1]), np.ones(arr.shape[1])
         return self._standardise(arr)
@@ -326,11 +345,11 @@ class MTSGDRegressor(RegressorMixin, MTSGDNetBase):
             return None
         return LinearMean(int(np.prod(self.input_shape_)), self.n_outputs_)
 
-    def _fit_mean_function(self, X, targets):
+    def _fit_mean_function(self, X, targets, row_weight):
         """A new fit's linear mean function: per output, a :class:`BayesianRidge` (evidence-
-        tuned prior and noise precisions) on every row's observed, standardised target, the
-        validation rows included: its evidence needs no held-out rows, and a small table
-        needs every row. A continued fit keeps the one it started with."""
+        tuned prior and noise precisions) on every row's observed, standardised target with
+        its weight, the validation rows included: its evidence needs no held-out rows, and a
+        small table needs every row. A continued fit keeps the one it started with."""
         mean = self.module_.output_map
         if mean is None or bool(mean.fitted):
             return
@@ -341,7 +360,9 @@ class MTSGDRegressor(RegressorMixin, MTSGDNetBase):
         for t in range(T):
             rows = ~np.isnan(targets[:, t])
             if rows.sum() >= 2:
-                linear = BayesianRidge().fit(X[rows], np.asarray(targets[rows, t], np.float64))
+                given = row_weight[rows, t]
+                linear = BayesianRidge().fit(X[rows], np.asarray(targets[rows, t], np.float64),
+                                             sample_weight=None if np.all(given == 1) else given)
                 weight[t], bias[t] = linear.coef_, linear.intercept_
                 center[t], covariance[t] = linear.X_offset_, linear.sigma_
                 # the floor is a fraction of the target's spread (1 when standardised)
@@ -363,7 +384,7 @@ class MTSGDRegressor(RegressorMixin, MTSGDNetBase):
         var = (stds ** 2).mean(dim=1) + means.var(dim=1, unbiased=False)
         return 0.5 * (torch.log(2 * np.pi * var) + (target.double() - mean) ** 2 / var)
 
-    def _fit_calibration(self, X_valid, targets_valid):
+    def _fit_calibration(self, X_valid, targets_valid, weight=None):
         """``variance_scale_``: one factor per output on the predictive variance, fitted on
         the validation rows (1 without calibration or validation rows)."""
         self.variance_scale_ = np.ones(self.n_outputs_)
@@ -376,7 +397,8 @@ class MTSGDRegressor(RegressorMixin, MTSGDNetBase):
             for t in range(self.n_outputs_):
                 self.variance_scale_[t] = fit_variance_scale(
                     targets_valid[:, t], mean[:, t], std[:, t],
-                    narrowing_margin=NARROWING_MARGIN)
+                    narrowing_margin=NARROWING_MARGIN,
+                    sample_weight=None if weight is None else weight[:, t])
         self._store_recalibration(self.variance_scale_)
 
     def _scaled_variance(self, variance):
@@ -469,7 +491,7 @@ class MTSGDRegressor(RegressorMixin, MTSGDNetBase):
             return self._shaped(mean)
         return self._shaped(mean), self._shaped(np.sqrt(aleatoric + epistemic) * self.y_scale_)
 
-    def partial_fit(self, X, y, **fit_params):
+    def partial_fit(self, X, y, sample_weight=None, **fit_params):
         """Train ``max_epochs`` more epochs on ``(X, y)``, keeping the particles.
 
         The first call fits new particles (and the linear mean function, see
@@ -482,8 +504,10 @@ class MTSGDRegressor(RegressorMixin, MTSGDNetBase):
             One chunk of training inputs, with the features of the first call.
         y : array-like of shape (n_samples,) or (n_samples, n_outputs)
             Its targets (NaN: missing).
+        sample_weight : array-like of shape (n_samples,), default=None
+            Weight of each row of this chunk, for every output; None: every row counts once.
         **fit_params
-            Passed to skorch's training loop (``sample_weight`` is refused).
+            Passed to skorch's training loop.
 
         Returns
         -------
@@ -491,7 +515,7 @@ class MTSGDRegressor(RegressorMixin, MTSGDNetBase):
         """
         # here only for its signature and docstring: MTSGDNetBase.partial_fit's ``classes``
         # is for the classifier (given to a regressor it still raises a ValueError)
-        return super().partial_fit(X, y, **fit_params)
+        return super().partial_fit(X, y, sample_weight=sample_weight, **fit_params)
 
     @property
     def predict_proba(self):
@@ -581,6 +605,17 @@ class MTSGDRegressor(RegressorMixin, MTSGDNetBase):
         if not scores:
             raise ValueError("y has no output with two or more observed values")
         return float(np.mean(scores))
+
+
+def _weighted_moments(arr, weight):
+    """Per column of ``arr`` (n, T), the weighted mean and standard deviation of its observed
+    (not NaN) entries."""
+    mean, std = np.empty(arr.shape[1]), np.empty(arr.shape[1])
+    for t in range(arr.shape[1]):
+        rows = ~np.isnan(arr[:, t])
+        mean[t] = np.average(arr[rows, t], weights=weight[rows])
+        std[t] = np.sqrt(np.average((arr[rows, t] - mean[t]) ** 2, weights=weight[rows]))
+    return mean, std
 
 
 def _r2_scale_free(y, pred, weight=None):

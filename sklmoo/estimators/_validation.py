@@ -19,7 +19,9 @@ class ValidationSplit:
     skipped when fewer than ``min_train`` rows would remain for training. Classification
     targets (integer codes, -1 = missing; one column per task) are stratified: on the joint
     labels of all tasks when every combination occurs twice or more, else on the first task
-    whose every label does, else not at all. The rows are shuffled with ``random_state``; with
+    whose every label does, else not at all. With unequal row weights (``sample_weight``,
+    ``class_weight``), each stratum's held-out part is chosen to carry about ``fraction`` of
+    its weight rather than of its rows. The rows are shuffled with ``random_state``; with
     ``random_state=None`` the estimator's own seed is used, so the split follows the
     estimator's ``random_state``.
 
@@ -92,7 +94,7 @@ class ValidationSplit:
         valid = max(int(round(self.fraction * n)), self.min_valid)
         return 0 if n - valid < self.min_train else valid
 
-    def __call__(self, dataset, y=None, seed=None, **fit_params):
+    def __call__(self, dataset, y=None, seed=None, weight=None, **fit_params):
         self.check()
         n = len(dataset)
         n_valid = self.n_valid(n)
@@ -101,7 +103,11 @@ class ValidationSplit:
         state = self.random_state if self.random_state is not None else seed
         rng = np.random.default_rng(state)
         key = self._strata(y) if self.stratified else None
-        if key is None:
+        if weight is not None and not np.all(np.asarray(weight) == np.asarray(weight)[0]):
+            valid, train = _weighted_indices(
+                np.zeros(n, dtype=int) if key is None else key, n_valid / n,
+                np.asarray(weight, dtype=np.float64), rng)
+        elif key is None:
             order = rng.permutation(n)
             valid, train = order[:n_valid], order[n_valid:]
         else:
@@ -144,6 +150,26 @@ def _stratified_indices(key, n_valid, rng):
         g = rng.permutation(g)
         valid.append(g[:k])
         train.append(g[k:])
+    return np.concatenate(valid), np.concatenate(train)
+
+
+def _weighted_indices(key, fraction, weight, rng):
+    """Held-out and training rows of weighted data: in each stratum the held-out rows are the
+    shortest prefix of a random order whose weight comes closest to ``fraction`` of the
+    stratum's weight, so that the held-out part carries its share of the weight rather than
+    of the rows; each stratum keeps at least one training row."""
+    valid, train = [], []
+    for k in np.unique(key):
+        g = rng.permutation(np.flatnonzero(key == k))
+        total = np.cumsum(weight[g])
+        target = fraction * total[-1]
+        take = int(np.searchsorted(total, target))
+        if take < len(g) and abs(total[take] - target) < abs(
+                (total[take - 1] if take else 0.0) - target):
+            take += 1
+        take = min(take, len(g) - 1)
+        valid.append(g[:take])
+        train.append(g[take:])
     return np.concatenate(valid), np.concatenate(train)
 
 

@@ -51,11 +51,27 @@ def _minimise(objective):
     return float(np.exp(res.x))
 
 
-def fit_temperature(proba, codes, prior_center=1.0, prior_scale=PRIOR_SCALE):
+def _row_weights(sample_weight, rows):
+    """The labelled rows' weights (None: unweighted). A weight counts like that many copies
+    of the row against the prior, as scikit-learn's ``sample_weight`` does."""
+    if sample_weight is None:
+        return None
+    weight = np.asarray(sample_weight, dtype=np.float64)
+    if weight.shape != rows.shape:
+        raise ValueError(f"sample_weight has shape {weight.shape}; expected {rows.shape}")
+    weight = weight[rows]
+    if not (np.isfinite(weight).all() and (weight >= 0).all() and weight.sum() > 0):
+        raise ValueError("sample_weight must be finite, non-negative and not all zero")
+    return weight
+
+
+def fit_temperature(proba, codes, prior_center=1.0, prior_scale=PRIOR_SCALE,
+                    sample_weight=None):
     """The temperature that minimises the NLL of ``apply_temperature(proba, T)`` on the labels
     ``codes`` (integer column indices, -1 = missing), plus the prior on log T, a normal
     distribution centred at ``log(prior_center)`` with standard deviation ``prior_scale``.
-    ``prior_center`` when no row is labelled."""
+    ``prior_center`` when no row is labelled. ``sample_weight`` (n,) weights the rows' NLL
+    (integer weights act like copies of the rows)."""
     if not prior_scale > 0:
         raise ValueError(f"prior_scale must be > 0, got {prior_scale!r}")
     proba = np.asarray(proba, dtype=np.float64)
@@ -67,17 +83,19 @@ def fit_temperature(proba, codes, prior_center=1.0, prior_scale=PRIOR_SCALE):
     logp = np.log(np.maximum(proba[rows], _TINY))
     logp -= logp.max(axis=1, keepdims=True)
     idx = codes[rows].astype(np.int64)
+    weight = _row_weights(sample_weight, rows)
 
     def objective(log_t):
         z = logp / np.exp(log_t)
         lse = np.log(np.exp(z - z.max(axis=1, keepdims=True)).sum(axis=1)) + z.max(axis=1)
-        nll = np.sum(lse - z[np.arange(len(idx)), idx])
+        per_row = lse - z[np.arange(len(idx)), idx]
+        nll = np.sum(per_row if weight is None else weight * per_row)
         return nll + 0.5 * ((log_t - center) / prior_scale) ** 2
 
     return _minimise(objective)
 
 
-def fit_variance_scale(y, mean, std, narrowing_margin=0.0):
+def fit_variance_scale(y, mean, std, narrowing_margin=0.0, sample_weight=None):
     """The factor ``s`` on the variance (``std * sqrt(s)``) that minimises the Gaussian NLL of
     ``y`` (n,) under ``N(mean, s * std**2)``, plus the prior on log s; NaN targets are left
     out. 1.0 when no target is observed.
@@ -85,7 +103,8 @@ def fit_variance_scale(y, mean, std, narrowing_margin=0.0):
     ``narrowing_margin`` (in standard errors of log s, about ``sqrt(2 / n)`` for n rows): a
     factor below 1 is applied only as far as it lies beyond that margin,
     ``min(1, s * exp(margin * sqrt(2 / n)))``; widening is never held back. 0 (the default)
-    returns the fitted factor as is."""
+    returns the fitted factor as is. ``sample_weight`` (n,) weights the rows' NLL (integer
+    weights act like copies of the rows: ``n`` above is the rows' total weight)."""
     if not narrowing_margin >= 0:
         raise ValueError(f"narrowing_margin must be >= 0, got {narrowing_margin!r}")
     y, mean, std = (np.asarray(a, dtype=np.float64) for a in (y, mean, std))
@@ -93,7 +112,10 @@ def fit_variance_scale(y, mean, std, narrowing_margin=0.0):
     if not rows.any():
         return 1.0
     z2 = ((y[rows] - mean[rows]) / np.maximum(std[rows], _TINY)) ** 2
-    n = rows.sum()
+    weight = _row_weights(sample_weight, rows)
+    if weight is not None:
+        z2 = weight * z2
+    n = rows.sum() if weight is None else weight.sum()
 
     def objective(log_s):
         # the terms that depend on s: 0.5 * sum(log s + z^2 / s)
