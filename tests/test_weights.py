@@ -423,3 +423,83 @@ def test_the_fit_signature_names_sample_weight(name):
         routing = get_routing_for_object(est)
         assert routing.consumes("fit", ["sample_weight"]) == {"sample_weight"}
         assert routing.consumes("partial_fit", ["sample_weight"]) == {"sample_weight"}
+
+
+# -- edge cases of a hostile-input pass ------------------------------------------------------------
+
+def test_one_heavy_row_never_empties_the_validation_split():
+    """One row with 100 times the others' weight: every seed holds out rows (at least
+    min_valid), about a fifth of the weight, and the fit completes."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(40, 3)).astype(np.float32)
+    value = X[:, 0] + 0.1 * rng.normal(size=40)
+    w = np.ones(40)
+    w[0] = 100.0
+    for seed in range(6):
+        reg = _quiet_fit(MAKERS["regressor"](max_epochs=2, random_state=seed), X, value,
+                         sample_weight=w)
+        assert reg.__sklearn_is_fitted__() and reg.n_valid_ >= 5
+    for seed in range(20):
+        _, valid = ValidationSplit(random_state=seed)(np.zeros((40, 1)), None, weight=w)
+        held = w[np.asarray(valid.indices)].sum() / w.sum()
+        assert len(valid.indices) >= 5 and abs(held - 0.2) < 0.1, (seed, held)
+
+
+def test_balanced_class_weight_with_a_task_unlabelled_in_a_chunk(table):
+    X, y, _, _ = table
+    Y = np.column_stack([y, X[:, 0] > 0]).astype(float)
+    est = MAKERS["mtsgd"](class_weight="balanced")
+    est.partial_fit(X[:75], Y[:75])
+    chunk = Y[75:].copy()
+    chunk[:, 0] = np.nan
+    est.partial_fit(X[75:], chunk)
+    assert est.__sklearn_is_fitted__()
+
+
+def test_a_class_weight_that_zeroes_a_task_leaves_its_temperature_at_one(table):
+    X, y, _, _ = table
+    Y = np.column_stack([X[:, 0] > 0, y]).astype(int)
+    est = _quiet_fit(MAKERS["mtsgd"](class_weight=[{0: 0.0, 1: 0.0}, None]), X, Y)
+    assert est.temperature_[0] == 1.0 and est.__sklearn_is_fitted__()
+
+
+def test_an_output_without_weighted_values_is_named(table):
+    X, _, value, _ = table
+    V = np.column_stack([value, 2 * X[:, 2]])
+    V[75:, 0] = np.nan
+    w = np.r_[np.zeros(75), np.ones(75)]
+    with pytest.raises(ValueError, match="output 'output_0'.*non-zero sample_weight|"
+                                         "output .* has 0 sample"):
+        MAKERS["regressor"]().fit(X, V, sample_weight=w)
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf, np.array(np.nan)])
+@pytest.mark.parametrize("name", list(MAKERS))
+def test_a_non_finite_number_as_weight_is_refused(name, table, bad):
+    X, _, _, _ = table
+    with pytest.raises(ValueError, match="sample_weight must be finite"):
+        MAKERS[name]().fit(X, _target(name, table), sample_weight=bad)
+
+
+@pytest.mark.parametrize("scale", [1e308, 1e-300, 1e9])
+@pytest.mark.parametrize("name", list(MAKERS))
+def test_weights_beyond_the_arithmetic_are_refused_before_fitting(name, table, scale):
+    """A weight counts as observations: a mean weight beyond 1e6 or below 1e-6 per row
+    would over- or underflow the likelihood's N (1e308 silently fitted nothing)."""
+    X, _, _, _ = table
+    est = MAKERS[name]()
+    with pytest.raises(ValueError, match="mean weight"):
+        est.fit(X, _target(name, table), sample_weight=np.full(len(X), scale))
+    assert not est.__sklearn_is_fitted__()
+    # within the range, uniform weights fit
+    ok = _quiet_fit(MAKERS[name](), X, _target(name, table), sample_weight=np.full(len(X), 1e5))
+    assert ok.__sklearn_is_fitted__()
+
+
+@pytest.mark.parametrize("name", list(MAKERS))
+def test_a_zero_dimensional_array_is_a_number(name, table):
+    X, _, _, _ = table
+    y = _target(name, table)
+    a = _prediction(_quiet_fit(MAKERS[name](), X, y, sample_weight=np.array(2.0)), X)
+    b = _prediction(_quiet_fit(MAKERS[name](), X, y, sample_weight=2.0), X)
+    np.testing.assert_array_equal(a, b)

@@ -16,7 +16,7 @@ from ._progress import ProgressLog
 from ._rows import RowBatches, RowData, row_source
 from ._saved_params import check_files, checked_loads, files_to_load, restore, snapshot
 from ._validation import ValidationSplit, user_stacklevel
-from ._weights import normalised
+from ._weights import check_data_weight, normalised
 
 #: an epoch's mean training loss above this multiple of the first batch's (or of 1) = divergence
 DIVERGENCE_FACTOR = 1e3
@@ -486,22 +486,35 @@ class SklmooNetMixin:
             raise TypeError("train_split must return index subsets of the dataset (as skorch's "
                             "ValidSplit and sklmoo's ValidationSplit do) for calibration; set "
                             "calibration=None with this train_split")
-        indices = np.asarray(indices)
+        indices = np.asarray(indices, dtype=np.int64)
         return tuple(a[indices] for a in arrays)
 
     @staticmethod
-    def _data_weight(train, weight, observed):
+    def _row_mean_weights(weight, observed):
+        """Each row's mean weight over its observed targets, (n,)."""
+        w, seen = np.asarray(weight), np.asarray(observed)
+        w, seen = w.reshape(len(w), -1), seen.reshape(len(seen), -1)
+        return (w * seen).sum(axis=1) / np.maximum(seen.sum(axis=1), 1)
+
+    def _check_weights(self, weight, observed):
+        """``weight`` (n, T) after checking that the rows it keeps have a mean weight the
+        fit's arithmetic can take (:func:`~sklmoo.estimators._weights.check_data_weight`)."""
+        per_row = self._row_mean_weights(weight, observed)
+        kept = per_row[per_row > 0]
+        if len(kept):
+            check_data_weight(kept)
+        return weight
+
+    @classmethod
+    def _data_weight(cls, train, weight, observed):
         """The amount of data the likelihood counts (the N of ``N * mean loss``): the sum
         over the training rows of each row's mean weight over its observed targets (the
         number of training rows when unweighted)."""
         source = row_source(train)
         if source is None:
             return float(len(train))
-        index = slice(None) if source[1] is None else source[1].numpy()
-        w, seen = np.asarray(weight)[index], np.asarray(observed)[index]
-        w, seen = w.reshape(len(w), -1), seen.reshape(len(seen), -1)
-        per_row = (w * seen).sum(axis=1) / np.maximum(seen.sum(axis=1), 1)
-        return float(per_row.sum())
+        per_row = cls._row_mean_weights(weight, observed)
+        return float(per_row.sum() if source[1] is None else per_row[source[1].numpy()].sum())
 
     # the fitted recalibration (temperatures / variance scales) is a buffer of the module, so
     # that save_params / load_params and restore-best carry it with the weights

@@ -454,7 +454,7 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
         if not (weight > 0).any():
             raise ValueError("every row has a zero weight (sample_weight times class_weight): "
                              "there is nothing to fit")
-        return weight
+        return self._check_weights(weight, np.ones(len(weight), dtype=bool))
 
     def _refuse_restoring_callbacks(self):
         """An early-stopping callback that restores the best epoch's module would roll the

@@ -192,7 +192,8 @@ class MTSGDNetBase(SklmooNetMixin, NeuralNet):
         """(n, T) weights of the targets: ``sample_weight`` (checked) for every task, times
         the class weights of a classifier (:meth:`_target_weights`)."""
         row = check_sample_weight(sample_weight, len(targets))
-        return row[:, None] * self._target_weights(targets, row)
+        return self._check_weights(row[:, None] * self._target_weights(targets, row),
+                                   self._observed(targets))
 
     def _target_weights(self, targets, row_weight):
         """Per-target factors on top of the row weights (the classifier's class weights)."""

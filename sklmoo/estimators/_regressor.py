@@ -267,6 +267,12 @@ class MTSGDRegressor(RegressorMixin, MTSGDNetBase):
             self._check_same_classes(classes)
         arr, self.single_task_, self.task_names_ = regression_targets(y, n_samples)
         self.n_tasks_ = self.n_outputs_ = arr.shape[1]
+        if row_weight is not None:
+            counted = (~np.isnan(arr[row_weight > 0])).sum(axis=0)
+            for name, count in zip(self.task_names_, counted):
+                if count < 2:
+                    raise ValueError(f"output {name!r} has {count} sample(s) with a value and "
+                                     "a non-zero sample_weight; every output needs at least two")
         if self.normalize_y:
             # over the rows the fit uses (a zero weight removes a row), weighted; in units
             # of each output's largest magnitude: sums and squares of targets near the

@@ -21,7 +21,8 @@ class ValidationSplit:
     labels of all tasks when every combination occurs twice or more, else on the first task
     whose every label does, else not at all. With unequal row weights (``sample_weight``,
     ``class_weight``), each stratum's held-out part is chosen to carry about ``fraction`` of
-    its weight rather than of its rows. The rows are shuffled with ``random_state``; with
+    its weight rather than of its rows (the rows' split when that would hold out fewer than
+    ``min_valid`` rows). The rows are shuffled with ``random_state``; with
     ``random_state=None`` the estimator's own seed is used, so the split follows the
     estimator's ``random_state``.
 
@@ -103,10 +104,13 @@ class ValidationSplit:
         state = self.random_state if self.random_state is not None else seed
         rng = np.random.default_rng(state)
         key = self._strata(y) if self.stratified else None
+        split = None
         if weight is not None and not np.all(np.asarray(weight) == np.asarray(weight)[0]):
-            valid, train = _weighted_indices(
-                np.zeros(n, dtype=int) if key is None else key, n_valid / n,
-                np.asarray(weight, dtype=np.float64), rng)
+            split = _weighted_indices(np.zeros(n, dtype=int) if key is None else key,
+                                      n_valid / n, np.asarray(weight, dtype=np.float64), rng,
+                                      min(self.min_valid, n_valid))
+        if split is not None:
+            valid, train = split
         elif key is None:
             order = rng.permutation(n)
             valid, train = order[:n_valid], order[n_valid:]
@@ -153,24 +157,29 @@ def _stratified_indices(key, n_valid, rng):
     return np.concatenate(valid), np.concatenate(train)
 
 
-def _weighted_indices(key, fraction, weight, rng):
-    """Held-out and training rows of weighted data: in each stratum the held-out rows are the
-    shortest prefix of a random order whose weight comes closest to ``fraction`` of the
-    stratum's weight, so that the held-out part carries its share of the weight rather than
-    of the rows; each stratum keeps at least one training row."""
+def _weighted_indices(key, fraction, weight, rng, min_valid):
+    """Held-out and training rows of weighted data: in each stratum, rows are taken in a
+    random order whenever taking one brings the held-out weight closer to ``fraction`` of the
+    stratum's weight (a row heavier than the rest is skipped, not a stop), so that the
+    held-out part carries its share of the weight rather than of the rows; each stratum keeps
+    at least one training row. None when that holds out fewer than ``min_valid`` rows."""
     valid, train = [], []
     for k in np.unique(key):
         g = rng.permutation(np.flatnonzero(key == k))
-        total = np.cumsum(weight[g])
-        target = fraction * total[-1]
-        take = int(np.searchsorted(total, target))
-        if take < len(g) and abs(total[take] - target) < abs(
-                (total[take - 1] if take else 0.0) - target):
-            take += 1
-        take = min(take, len(g) - 1)
-        valid.append(g[:take])
-        train.append(g[take:])
-    return np.concatenate(valid), np.concatenate(train)
+        target = fraction * weight[g].sum()
+        held, taken = 0.0, np.zeros(len(g), dtype=bool)
+        for i, row in enumerate(g):
+            if taken.sum() == len(g) - 1:
+                break
+            if abs(held + weight[row] - target) < abs(held - target):
+                held += weight[row]
+                taken[i] = True
+        valid.append(g[taken])
+        train.append(g[~taken])
+    valid = np.concatenate(valid).astype(int)
+    if len(valid) < min_valid:
+        return None
+    return valid, np.concatenate(train).astype(int)
 
 
 def _keep_every_label_in_training(y, valid, train, rng):

@@ -23,13 +23,37 @@ def check_sample_weight(sample_weight, n_samples):
     (``ValueError`` naming the problem)."""
     if sample_weight is None:
         return np.ones(n_samples)
+    if np.ndim(sample_weight) == 0 and not isinstance(sample_weight, (str, bytes)):
+        sample_weight = np.asarray(sample_weight).item()       # a 0-d array is a number
     placeholder = np.empty((n_samples, 0))
     try:
         weight = _check_sample_weight(sample_weight, placeholder, dtype=np.float64,
                                       ensure_non_negative=True, copy=True)
-    except ValueError as exc:
+    except (TypeError, ValueError) as exc:
         raise ValueError(f"sample_weight: {exc}") from exc
+    if not np.isfinite(weight).all():
+        # scikit-learn checks arrays for NaN / inf, not a single number
+        raise ValueError(f"sample_weight must be finite, got {sample_weight!r}")
     return weight
+
+
+#: the range of the training rows' mean weight sklmoo accepts: weights count as observations,
+#: and far outside it the likelihood's N over- or underflows the fit's arithmetic
+MEAN_WEIGHT_RANGE = (1e-6, 1e6)
+
+
+def check_data_weight(weights):
+    """``ValueError`` unless the mean of the rows' (positive) ``weights`` lies within
+    ``MEAN_WEIGHT_RANGE``."""
+    low, high = MEAN_WEIGHT_RANGE
+    top = float(np.max(weights))
+    mean = top * float(np.mean(np.asarray(weights) / top))    # no overflow near 1e308
+    if not (np.isfinite(mean) and low <= mean <= high):
+        raise ValueError(
+            f"sample_weight: the training rows' mean weight is {mean:.3g}; a weight counts as "
+            f"that many observations (as in scikit-learn), and a mean outside [{low:g}, "
+            f"{high:g}] makes the likelihood's N over- or underflow: rescale the weights, "
+            "e.g. sample_weight / sample_weight.mean()")
 
 
 def class_weights(class_weight, codes, classes, row_weight, task_names=None):
@@ -66,6 +90,8 @@ def class_weights(class_weight, codes, classes, row_weight, task_names=None):
                 raise ValueError(f"{name} must be None, 'balanced' or a dict, got {spec!r}")
             present = np.unique(codes[rows, t])
             weight = np.ones(len(labels))
+            if not (row_weight[rows] > 0).any():
+                continue              # no weighted label in this task (e.g. a chunk)
             # classes without any (weighted) row in this fit keep weight 1
             mass = np.bincount(codes[rows, t], weights=row_weight[rows], minlength=len(labels))
             present = present[mass[present] > 0]
@@ -98,8 +124,10 @@ def normalised(weight, observed, rows=None):
     index = np.arange(len(weight)) if rows is None else np.asarray(rows)
     part, seen = weight[index], np.asarray(observed)[index]
     for t in range(weight.shape[1]):
-        mean = part[seen[:, t], t].mean() if seen[:, t].any() else 0.0
-        if mean > 0:
-            part[:, t] /= mean
+        values = part[seen[:, t], t]
+        top = values.max() if len(values) else 0.0
+        if top > 0:
+            # in units of the largest: a plain mean of weights near 1e308 overflows
+            part[:, t] = part[:, t] / top / (values / top).mean()
     weight[index] = part
     return weight

@@ -51,18 +51,19 @@ def _minimise(objective):
     return float(np.exp(res.x))
 
 
-def _row_weights(sample_weight, rows):
-    """The labelled rows' weights (None: unweighted). A weight counts like that many copies
-    of the row against the prior, as scikit-learn's ``sample_weight`` does."""
+def _weighted_rows(sample_weight, rows):
+    """The rows that count (labelled, with a positive weight) and their weights (None:
+    unweighted). A weight counts like that many copies of the row against the prior, as
+    scikit-learn's ``sample_weight`` does; a zero weight leaves the row out."""
     if sample_weight is None:
-        return None
+        return rows, None
     weight = np.asarray(sample_weight, dtype=np.float64)
     if weight.shape != rows.shape:
         raise ValueError(f"sample_weight has shape {weight.shape}; expected {rows.shape}")
-    weight = weight[rows]
-    if not (np.isfinite(weight).all() and (weight >= 0).all() and weight.sum() > 0):
-        raise ValueError("sample_weight must be finite, non-negative and not all zero")
-    return weight
+    if not (np.isfinite(weight).all() and (weight >= 0).all()):
+        raise ValueError("sample_weight must be finite and non-negative")
+    rows = rows & (weight > 0)
+    return rows, weight[rows]
 
 
 def fit_temperature(proba, codes, prior_center=1.0, prior_scale=PRIOR_SCALE,
@@ -71,19 +72,18 @@ def fit_temperature(proba, codes, prior_center=1.0, prior_scale=PRIOR_SCALE,
     ``codes`` (integer column indices, -1 = missing), plus the prior on log T, a normal
     distribution centred at ``log(prior_center)`` with standard deviation ``prior_scale``.
     ``prior_center`` when no row is labelled. ``sample_weight`` (n,) weights the rows' NLL
-    (integer weights act like copies of the rows)."""
+    (integer weights act like copies of the rows; zero leaves a row out)."""
     if not prior_scale > 0:
         raise ValueError(f"prior_scale must be > 0, got {prior_scale!r}")
     proba = np.asarray(proba, dtype=np.float64)
     codes = np.asarray(codes)
-    rows = codes >= 0
+    rows, weight = _weighted_rows(sample_weight, codes >= 0)
     center = float(np.log(prior_center))
     if not rows.any():
         return float(prior_center)
     logp = np.log(np.maximum(proba[rows], _TINY))
     logp -= logp.max(axis=1, keepdims=True)
     idx = codes[rows].astype(np.int64)
-    weight = _row_weights(sample_weight, rows)
 
     def objective(log_t):
         z = logp / np.exp(log_t)
@@ -104,15 +104,15 @@ def fit_variance_scale(y, mean, std, narrowing_margin=0.0, sample_weight=None):
     factor below 1 is applied only as far as it lies beyond that margin,
     ``min(1, s * exp(margin * sqrt(2 / n)))``; widening is never held back. 0 (the default)
     returns the fitted factor as is. ``sample_weight`` (n,) weights the rows' NLL (integer
-    weights act like copies of the rows: ``n`` above is the rows' total weight)."""
+    weights act like copies of the rows: ``n`` above is the rows' total weight; zero leaves a
+    row out)."""
     if not narrowing_margin >= 0:
         raise ValueError(f"narrowing_margin must be >= 0, got {narrowing_margin!r}")
     y, mean, std = (np.asarray(a, dtype=np.float64) for a in (y, mean, std))
-    rows = ~np.isnan(y)
+    rows, weight = _weighted_rows(sample_weight, ~np.isnan(y))
     if not rows.any():
         return 1.0
     z2 = ((y[rows] - mean[rows]) / np.maximum(std[rows], _TINY)) ** 2
-    weight = _row_weights(sample_weight, rows)
     if weight is not None:
         z2 = weight * z2
     n = rows.sum() if weight is None else weight.sum()
