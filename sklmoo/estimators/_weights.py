@@ -23,8 +23,8 @@ def check_sample_weight(sample_weight, n_samples):
     (``ValueError`` naming the problem)."""
     if sample_weight is None:
         return np.ones(n_samples)
-    if np.ndim(sample_weight) == 0 and not isinstance(sample_weight, (str, bytes)):
-        sample_weight = np.asarray(sample_weight).item()       # a 0-d array is a number
+    if isinstance(sample_weight, np.ndarray) and sample_weight.ndim == 0:
+        sample_weight = sample_weight.item()                    # a 0-d array is a number
     placeholder = np.empty((n_samples, 0))
     try:
         weight = _check_sample_weight(sample_weight, placeholder, dtype=np.float64,
