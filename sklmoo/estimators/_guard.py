@@ -184,11 +184,9 @@ class SklmooNetMixin:
     def _validate_X(self, X, reset):
         """Finite float32 ``X`` of any rank; on ``reset`` also the shape of one sample
         (``input_shape`` when images come flat)."""
+        # a read-only array (pandas' to_numpy(), joblib's and np.load's memory maps) is not
+        # copied: batches are gathered from it with NumPy (RowData)
         X = validate_data(self, X, reset=reset, allow_nd=True, dtype=np.float32)
-        if not X.flags.writeable:
-            # a read-only array (pandas' to_numpy(), joblib's memmaps) makes torch warn at
-            # every fit that it does not support non-writable tensors
-            X = X.copy()
         if reset:
             shape = X.shape[1:]
             if self.input_shape is not None:

@@ -5,10 +5,10 @@ from fnmatch import fnmatch
 import numpy as np
 import torch
 from sklearn.base import RegressorMixin
-from sklearn.linear_model import BayesianRidge
 
 from ..metrics._recalibration import fit_variance_scale
 from ..nn import LinearMean, StackedGaussianHead
+from ..nn._evidence import fit_evidence_ridge
 from ._mtsgd_base import MTSGDNetBase
 from ._targets import regression_targets
 from ._validation import ValidationSplit
@@ -359,21 +359,19 @@ class MTSGDRegressor(RegressorMixin, MTSGDNetBase):
         mean = self.module_.output_map
         if mean is None or bool(mean.fitted):
             return
-        X = np.asarray(X, dtype=np.float64).reshape(len(X), -1)
-        d, T = X.shape[1], self.n_outputs_
+        d, T = int(np.prod(X.shape[1:])), self.n_outputs_
         weight, bias = np.zeros((T, d)), np.zeros(T)
         scale, center, covariance = np.ones(T), np.zeros((T, d)), np.zeros((T, d, d))
         for t in range(T):
             rows = ~np.isnan(targets[:, t])
             if rows.sum() >= 2:
-                given = row_weight[rows, t]
-                linear = BayesianRidge().fit(X[rows], np.asarray(targets[rows, t], np.float64),
-                                             sample_weight=None if np.all(given == 1) else given)
-                weight[t], bias[t] = linear.coef_, linear.intercept_
-                center[t], covariance[t] = linear.X_offset_, linear.sigma_
+                # BayesianRidge's fit, from statistics streamed over X (no float64 copy)
+                linear = fit_evidence_ridge(X, targets[:, t], rows, row_weight[:, t])
+                weight[t], bias[t] = linear.coef, linear.intercept
+                center[t], covariance[t] = linear.center, linear.sigma
                 # the floor is a fraction of the target's spread (1 when standardised)
                 spread = float(np.std(targets[rows, t])) or 1.0
-                scale[t] = max(np.sqrt(1.0 / linear.alpha_), RESIDUAL_SCALE_FLOOR * spread)
+                scale[t] = max(np.sqrt(1.0 / linear.alpha), RESIDUAL_SCALE_FLOOR * spread)
         mean.set(weight, bias, scale, center, covariance)
 
     def _member_losses(self, outputs, target):

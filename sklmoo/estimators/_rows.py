@@ -28,23 +28,32 @@ class RowData(Dataset):
 
     def __init__(self, X, y=None, weight=None):
         self.X, self.y, self.weight = X, y, weight
-        self._X = torch.as_tensor(X)
+        # shares the array's memory; a read-only array (a memory map opened 'r') stays a
+        # NumPy array, gathered with NumPy (torch refuses to wrap it without a copy warning)
+        self._X = X if isinstance(X, np.ndarray) and not X.flags.writeable \
+            else torch.as_tensor(X)
         self._y = None if y is None else torch.as_tensor(y)
         self._w = None if weight is None else torch.as_tensor(weight)
 
     def __len__(self):
         return len(self._X)
 
+    def _inputs(self, index):
+        if isinstance(self._X, np.ndarray):
+            index = index.numpy() if torch.is_tensor(index) else index
+            return torch.from_numpy(np.array(self._X[index]))
+        return self._X[index]
+
     def __getitem__(self, i):
         if self._y is None:
-            return self._X[i], _NO_TARGET
-        return self._X[i], (self._y[i], self._w[i])
+            return self._inputs(i), _NO_TARGET
+        return self._inputs(i), (self._y[i], self._w[i])
 
     def rows(self, index):
         """The batch of the rows ``index`` (a 1-D integer tensor)."""
         if self._y is None:
-            return self._X[index], _NO_TARGET
-        return self._X[index], (self._y[index], self._w[index])
+            return self._inputs(index), _NO_TARGET
+        return self._inputs(index), (self._y[index], self._w[index])
 
     def with_weight(self, weight):
         """The same rows and targets with other weights."""
