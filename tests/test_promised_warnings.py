@@ -40,6 +40,9 @@ HERE = "tests/test_promised_warnings.py"
 #: (documents (glob), regular expression over the whitespace-collapsed text without backticks,
 #: what backs it: "test_file.py::test_name" or "not a promise: why")
 CLAIMS = [
+    # a read-only X (memory map) fits without torch's non-writable-tensor warning
+    ("docs/benchmarks/fit_memory.rst", r"torch warns on such arrays",
+     "tests/test_evidence_ridge.py::test_a_read_only_memory_map_trains_without_a_copy_warning"),
     # the stuck-chain ConvergenceWarning (and nothing for a large R-hat)
     ("docs/faq.rst", r"Have the chains converged\? \(ConvergenceWarning, R-hat\)",
      f"{HERE}::test_a_stuck_chain_warns_and_the_warning_is_kept"),
