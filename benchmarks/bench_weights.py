@@ -36,7 +36,6 @@ import sys  # noqa: E402
 import time  # noqa: E402
 import warnings  # noqa: E402
 
-import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import torch  # noqa: E402
 from sklearn.ensemble import HistGradientBoostingClassifier  # noqa: E402
