@@ -60,7 +60,8 @@ def regression_figure():
     rng = np.random.RandomState(0)
     x = np.concatenate([rng.uniform(-3, -1, 100), rng.uniform(1, 3, 100)])[:, None]
     y = np.sin(x[:, 0]) + 0.1 * rng.standard_normal(200)
-    reg = MTSGDRegressor(n_particles=5, max_epochs=100, lr=1e-2, random_state=0).fit(x, y)
+    reg = MTSGDRegressor(n_particles=5, max_epochs=100, lr=1e-2, mean_function="linear",
+                         random_state=0).fit(x, y)
     grid = np.linspace(-6, 6, 400)[:, None]
     mean, std = reg.predict(grid, return_std=True)
     parts = reg.predict_uncertainty(grid)

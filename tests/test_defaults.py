@@ -363,7 +363,8 @@ def test_regressor_variance_scale_scales_both_parts_as_fitted_on_the_validation_
     rng = np.random.default_rng(0)
     X = rng.normal(size=(200, 3)).astype(np.float32)
     y = np.column_stack([X[:, 0] + 0.3 * rng.normal(size=200), X[:, 1] ** 2])
-    raw = MTSGDRegressor(n_particles=3, max_epochs=20, calibration=None, random_state=0)
+    raw = MTSGDRegressor(n_particles=3, max_epochs=20, calibration=None, random_state=0,
+                         mean_function="linear")
     raw.fit(X, y)
     cal = clone(raw).set_params(calibration="variance").fit(X, y)
     assert cal.variance_scale_.shape == (2,) and np.all(cal.variance_scale_ > 0)
@@ -379,6 +380,11 @@ def test_regressor_variance_scale_scales_both_parts_as_fitted_on_the_validation_
     expected = [fit_variance_scale(y[rows, t], mean[:, t], std[:, t], narrowing_margin=2.0)
                 for t in range(2)]
     np.testing.assert_allclose(scale, expected, rtol=1e-4)
+    # with the kernel mean function, an output whose GP predicts alone was refitted on every
+    # row, the validation rows included: they cannot calibrate it, its factor stays 1
+    kernel = MTSGDRegressor(n_particles=3, max_epochs=20, random_state=0).fit(X, y)
+    assert kernel.mean_function_ == "kernel" and not kernel.networks_used_.all()
+    np.testing.assert_array_equal(kernel.variance_scale_[~kernel.networks_used_], 1.0)
 
 
 def test_no_split_means_no_calibration_and_every_row():

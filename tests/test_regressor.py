@@ -120,8 +120,11 @@ def test_clone_pickle_save_params_and_determinism(tmp_path, linnerud):
     X, y = linnerud
     a, b = _small().fit(X, y), _small().fit(X, y)
     np.testing.assert_array_equal(a.predict(X), b.predict(X))
-    c = _small(random_state=1).fit(X, y)
-    assert not np.allclose(a.predict(X), c.predict(X))
+    # 20 rows: the kernel mean function alone (too few validation rows to show the networks
+    # help), which no seed changes; the networks do depend on the seed
+    assert a.mean_function_ == "kernel" and not a.networks_used_.any()
+    linear = [_small(mean_function="linear", random_state=s).fit(X, y) for s in (0, 1)]
+    assert not np.allclose(linear[0].predict(X), linear[1].predict(X))
     restored = pickle.loads(pickle.dumps(a))
     np.testing.assert_array_equal(restored.predict(X, return_std=True)[1],
                                   a.predict(X, return_std=True)[1])
@@ -284,8 +287,11 @@ def test_linear_mean_function_makes_a_linear_table_as_good_as_bayesian_ridge():
     X_tr, X_te, y_tr, y_te = X[:80], X[80:], y[:80], y[80:]
     linear = BayesianRidge().fit(X_tr, y_tr)
     reference = gaussian_nll(y_te, *linear.predict(X_te, return_std=True))
-    reg = MTSGDRegressor(random_state=0).fit(X_tr, y_tr)
+    reg = MTSGDRegressor(random_state=0, mean_function="linear").fit(X_tr, y_tr)
     alone = MTSGDRegressor(random_state=0, mean_function=None).fit(X_tr, y_tr)
+    default = MTSGDRegressor(random_state=0).fit(X_tr, y_tr)      # 80 rows: the kernel one
+    assert default.mean_function_ == "kernel"
+    assert gaussian_nll(y_te, *default.predict(X_te, return_std=True)) < reference + 0.03
     assert alone.module_.output_map is None
     nll = gaussian_nll(y_te, *reg.predict(X_te, return_std=True))
     assert nll < reference + 0.03
@@ -306,14 +312,23 @@ def test_linear_mean_function_makes_a_linear_table_as_good_as_bayesian_ridge():
     before = mean_function.weight.clone()
     reg.set_params(warm_start=True, max_epochs=2).fit(X_tr, -y_tr)
     assert torch.equal(reg.module_.output_map.weight, before)
-    with pytest.raises(ValueError, match="mean_function must be 'linear' or None"):
+    with pytest.raises(ValueError, match="mean_function must be 'auto', 'kernel', 'linear' or None"):
         MTSGDRegressor(mean_function="quadratic").fit(X_tr, y_tr)
     # the residual-scale floor is relative to the target's spread, in any units
-    tiny = MTSGDRegressor(n_particles=2, max_epochs=1, normalize_y=False, random_state=0)
+    tiny = MTSGDRegressor(n_particles=2, max_epochs=1, normalize_y=False, random_state=0,
+                          mean_function="linear")
     tiny.fit(X_tr, 1e-3 * y_tr)
     small = BayesianRidge().fit(X_tr, 1e-3 * y_tr)
     expected = max(small.alpha_ ** -0.5, 0.05 * np.std(1e-3 * y_tr))
     np.testing.assert_allclose(tiny.module_.output_map.scale.item(), expected, rtol=1e-3)
+    # so is the kernel mean function's, and its GP works on the standardised target: the
+    # same predictions in any units
+    kernels = [MTSGDRegressor(n_particles=2, max_epochs=1, normalize_y=False, random_state=0,
+                              mean_function="kernel").fit(X_tr, c * y_tr) for c in (1.0, 1e-3)]
+    scale = kernels[1].module_.output_map.scale.item()
+    assert scale >= 0.05 * np.std(1e-3 * y_tr) * (1 - 1e-6)
+    np.testing.assert_allclose(scale, 1e-3 * kernels[0].module_.output_map.scale.item(),
+                               rtol=1e-3)
         # beyond 1,000 input features the networks fit alone (no d x d covariance per output)
     wide = MTSGDRegressor(n_particles=2, max_epochs=1, random_state=0)
     wide.fit(rng.normal(size=(30, 1001)), rng.normal(size=30))

@@ -214,7 +214,7 @@ class MTSGDNetBase(SklmooNetMixin, NeuralNet):
         train, valid = self._split_rows(X, targets, weight, observed, **fit_params)
         n_train = len(train)
         data_weight = self._data_weight(train, weight, observed)
-        self._fit_mean_function(X, targets, weight)
+        self._fit_mean_function(X, targets, weight, train=train, valid=valid)
         stopping = valid is not None and any(
             isinstance(cb, RestoreBestEarlyStopping) for _, cb in self.callbacks_)
         self._resolve_epochs(n_train, early_stopping=stopping)
@@ -224,6 +224,7 @@ class MTSGDNetBase(SklmooNetMixin, NeuralNet):
                 group["weight_decay"] = float(self.prior_precision) / data_weight
         self._run_epochs(X, targets, (train, valid), **fit_params)
         self.n_train_, self.n_valid_ = n_train, 0 if valid is None else len(valid)
+        self._after_epochs(X, targets, weight, valid)
         rows = (self._subset_rows(valid, X, targets, weight) if self.calibration is not None
                 else None)
         self._fit_calibration(*(rows or (None, None, None)))
@@ -280,10 +281,14 @@ class MTSGDNetBase(SklmooNetMixin, NeuralNet):
         """The network's ``output_map`` (None: none); see the regressor's mean function."""
         return None
 
-    def _fit_mean_function(self, X, targets, weight):
+    def _fit_mean_function(self, X, targets, weight, train=None, valid=None):
         """Fit the prior mean function of a new fit on its rows ``X``, ``targets`` with their
-        (n, T) ``weight`` (every row with a target, the validation rows included; no-op
-        here)."""
+        (n, T) ``weight`` (every row with a target; ``train`` / ``valid``: the split's
+        subsets, valid None without one; no-op here)."""
+
+    def _after_epochs(self, X, targets, weight, valid):
+        """After training, before calibration (no-op here; the regressor's kernel mean
+        function decides there whether the networks add to it)."""
 
     def initialize_module(self):
         """Build the M-particle network from the trunk and the targets seen in ``fit``."""

@@ -9,6 +9,8 @@ from sklearn.base import RegressorMixin
 from ..metrics._recalibration import fit_variance_scale
 from ..nn import LinearMean, StackedGaussianHead
 from ..nn._evidence import fit_evidence_ridge
+from ..nn import KernelMean
+from ..nn._kernel_mean import fit_kernel_mean
 from ._mtsgd_base import MTSGDNetBase
 from ._targets import regression_targets
 from ._validation import ValidationSplit
@@ -31,6 +33,18 @@ RESIDUAL_SCALE_FLOOR = 0.05
 #: networks fit alone: BayesianRidge's weight covariance and the module's copy of it are
 #: d x d per output (8 MB per output at 1,000 features, 800 MB at 10,000)
 LINEAR_MEAN_MAX_FEATURES = 1000
+#: ``mean_function='auto'`` takes the kernel (Gaussian-process) mean function up to this many
+#: rows and flattened features, else the linear one: from a few hundred rows on the networks
+#: over the linear model match the GP (docs/benchmarks/panel), exact GP inference is cubic in
+#: the rows, and each training step evaluates the kernel against every training row
+KERNEL_MEAN_MAX_ROWS = 1000
+KERNEL_MEAN_MAX_FEATURES = 100
+#: with the kernel mean function the networks are kept only when their validation NLL beats
+#: the GP's alone by more than this many standard errors of the paired per-row difference
+GATE_MARGIN = 2.0
+#: ... and only when the output has at least this many validation rows (fewer cannot show it)
+GATE_MIN_ROWS = 30
+_MEAN_FUNCTIONS = ("auto", "kernel", "linear")
 
 
 class MTSGDRegressor(RegressorMixin, MTSGDNetBase):
@@ -97,13 +111,20 @@ class MTSGDRegressor(RegressorMixin, MTSGDNetBase):
         Precision of an isotropic Gaussian prior on every weight, applied as weight decay
         ``prior_precision / N``, N the training rows' total weight (``optimizer__weight_decay``
         overrides it); see :ref:`ug-mtsgd`.
-    mean_function : {'linear'} or None, default='linear'
-        'linear': before the particles train, one :class:`~sklearn.linear_model.BayesianRidge`
-        per output is fitted on all rows, and every particle predicts its mean plus its own
-        network's output, with the linear weights' posterior variance counted as epistemic.
-        Used up to 1,000 (flattened) input features; above, and with None, the networks fit
-        the standardised targets alone. A continued fit keeps the linear model of the fit it
-        continues. See :ref:`ug-mtsgd-regression`.
+    mean_function : {'auto', 'kernel', 'linear'} or None, default='auto'
+        What the networks build on. 'kernel': per output, a Gaussian process (constant +
+        linear + RBF kernel on the standardised inputs, its hyperparameters at the posterior
+        mode under weak priors; the RBF part kept only when a cross-validation on the
+        training rows favours it) is fitted on the training rows; the networks learn its
+        residuals, and after training they are kept for an output only if the validation
+        rows show the pooled prediction beating the GP's alone by more than two standard
+        errors (at least 30 validation rows; without a validation split, never); otherwise
+        that output's GP is refitted on every row and predicts alone (``networks_used_``). 'linear': one
+        :class:`~sklearn.linear_model.BayesianRidge` per output, fitted on all rows, under
+        every particle (up to 1,000 flattened input features). The latent posterior variance
+        of either is counted as epistemic. 'auto': 'kernel' up to 300 rows and 100 features,
+        else 'linear'. None: the networks fit the standardised targets alone. A continued
+        fit keeps the mean function of the fit it continues. See :ref:`ug-mtsgd-regression`.
     random_state : int, RandomState instance or None, default=None
         Seeds the particles' initialisation, the validation split and the mini-batch order.
     criterion : torch loss class, default=torch.nn.GaussianNLLLoss
@@ -144,11 +165,17 @@ class MTSGDRegressor(RegressorMixin, MTSGDNetBase):
         Number of features seen in ``fit``.
     module_ : MultiTaskParticleNet
         The fitted particles (one :class:`~sklmoo.nn.StackedGaussianHead` per output) and the
-        linear mean function (``module_.output_map``, a :class:`~sklmoo.nn.LinearMean`, or
-        None); :meth:`save_params` saves them with the variance factors.
+        mean function (``module_.output_map``: a :class:`~sklmoo.nn.KernelMean`, a
+        :class:`~sklmoo.nn.LinearMean`, or None); :meth:`save_params` saves them with the
+        variance factors.
     history : skorch History
         As in :class:`MTSGDMultiTaskClassifier`: the QP's per-output weights and the
         repulsion / drive ratios.
+    mean_function_ : {'kernel', 'linear'} or None
+        The mean function of the last new fit ('auto' resolved).
+    networks_used_ : ndarray of shape (n_outputs,), dtype=bool
+        Per output, whether the networks add to the mean function's prediction (False: the
+        kernel mean function predicts alone, see ``mean_function``).
     variance_scale_ : ndarray of shape (n_outputs,)
         The applied factors on the predictive variance (above 1: the intervals were too
         narrow).
@@ -186,7 +213,7 @@ class MTSGDRegressor(RegressorMixin, MTSGDNetBase):
                  warmup_epochs=0, task_normalization="none", normalize_drive=False,
                  heteroscedastic=False,
                  normalize_y=True, input_shape=None,
-                 calibration="variance", prior_precision=1.0, mean_function="linear",
+                 calibration="variance", prior_precision=1.0, mean_function="auto",
                  random_state=None, criterion=torch.nn.GaussianNLLLoss,
                  optimizer=torch.optim.Adam, lr=1e-2, max_epochs="auto", batch_size=64,
                  train_split=ValidationSplit(), verbose=0, **kwargs):
@@ -220,8 +247,8 @@ class MTSGDRegressor(RegressorMixin, MTSGDNetBase):
             if not isinstance(getattr(self, name), (bool, np.bool_)):
                 raise ValueError(f"{name} must be True or False, got {getattr(self, name)!r}")
         if self.mean_function is not None and not (isinstance(self.mean_function, str)
-                                                   and self.mean_function == "linear"):
-            raise ValueError(f"mean_function must be 'linear' or None, "
+                                                   and self.mean_function in _MEAN_FUNCTIONS):
+            raise ValueError(f"mean_function must be 'auto', 'kernel', 'linear' or None, "
                              f"got {self.mean_function!r}")
 
     def get_params_for_optimizer(self, prefix, named_parameters):
@@ -267,6 +294,10 @@ class MTSGDRegressor(RegressorMixin, MTSGDNetBase):
             self._check_same_classes(classes)
         arr, self.single_task_, self.task_names_ = regression_targets(y, n_samples)
         self.n_tasks_ = self.n_outputs_ = arr.shape[1]
+        used = ~np.isnan(arr).all(axis=1)
+        if row_weight is not None:
+            used &= row_weight > 0
+        self.mean_function_ = self._resolve_mean_function(int(used.sum()))
         if row_weight is not None:
             counted = (~np.isnan(arr[row_weight > 0])).sum(axis=0)
             for name, count in zip(self.task_names_, counted):
@@ -314,12 +345,12 @@ class MTSGDRegressor(RegressorMixin, MTSGDNetBase):
             raise ValueError(f"cannot continue the particles: they were fitted on "
                              f"{self.n_outputs_} output(s); this y has {arr.shape[1]}. Set "
                              "warm_start=False to start new particles")
-        fitted_linear = self.module_.output_map is not None
-        if self._uses_linear_mean() != fitted_linear:
-            fitted_with = "'linear'" if fitted_linear else "None"
+        fitted_with = self.mean_function_
+        if self.mean_function not in ("auto", fitted_with):
+            fitted = "None" if fitted_with is None else repr(fitted_with)
             raise ValueError(
                 f"cannot continue the particles: they were fitted with mean_function="
-                f"{fitted_with} and this estimator now has mean_function="
+                f"{fitted} and this estimator now has mean_function="
                 f"{self.mean_function!r}; set it back, or "
                 + ("fit anew" if partial else "set warm_start=False")
                 + " to start new particles")
@@ -340,24 +371,46 @@ class MTSGDRegressor(RegressorMixin, MTSGDNetBase):
             return StackedGaussianHead(n_particles, n_features, heteroscedastic=heteroscedastic)
         return gaussian_head
 
-    def _uses_linear_mean(self):
-        """Whether a module built now gets the linear mean function (``mean_function`` and
-        at most ``LINEAR_MEAN_MAX_FEATURES`` flattened input features)."""
-        return (self.mean_function is not None
-                and int(np.prod(self.input_shape_)) <= LINEAR_MEAN_MAX_FEATURES)
+    def _resolve_mean_function(self, n_rows):
+        """The mean function a new fit on ``n_rows`` rows gets: ``mean_function``, with
+        'auto' the kernel one up to ``KERNEL_MEAN_MAX_ROWS`` rows and
+        ``KERNEL_MEAN_MAX_FEATURES`` features, else the linear one; the linear one only up to
+        ``LINEAR_MEAN_MAX_FEATURES`` flattened features (above: None)."""
+        d = int(np.prod(self.input_shape_))
+        choice = self.mean_function
+        if choice == "auto":
+            choice = ("kernel" if n_rows <= KERNEL_MEAN_MAX_ROWS
+                      and d <= KERNEL_MEAN_MAX_FEATURES else "linear")
+        if choice == "linear" and d > LINEAR_MEAN_MAX_FEATURES:
+            choice = None
+        return choice
 
     def _output_map(self):
-        if not self._uses_linear_mean():
-            return None
-        return LinearMean(int(np.prod(self.input_shape_)), self.n_outputs_)
+        d = int(np.prod(self.input_shape_))
+        kind = getattr(self, "mean_function_", None)
+        if kind == "linear":
+            return LinearMean(d, self.n_outputs_)
+        if kind == "kernel":
+            return KernelMean(d, self.n_outputs_)
+        return None
 
-    def _fit_mean_function(self, X, targets, row_weight):
-        """A new fit's linear mean function: per output, a :class:`BayesianRidge` (evidence-
+    def _fit_mean_function(self, X, targets, row_weight, train=None, valid=None):
+        """A new fit's mean function. Linear: per output, a :class:`BayesianRidge` (evidence-
         tuned prior and noise precisions) on every row's observed, standardised target with
         its weight, the validation rows included: its evidence needs no held-out rows, and a
-        small table needs every row. A continued fit keeps the one it started with."""
+        small table needs every row. Kernel: per output, a Gaussian process
+        (:func:`~sklmoo.nn._kernel_mean.fit_kernel_mean`) on the training rows only, so that
+        the validation rows can judge what the networks add (:meth:`_after_epochs`). A
+        continued fit keeps the one it started with."""
         mean = self.module_.output_map
-        if mean is None or bool(mean.fitted):
+        self._new_mean_function = mean is not None and not bool(mean.fitted)
+        if not self._new_mean_function:
+            return
+        if isinstance(mean, KernelMean):
+            rows = (np.arange(len(X)) if valid is None
+                    else np.asarray(train.indices, dtype=np.int64))
+            mean.set(self._kernel_fits(X, targets, row_weight, rows),
+                     scale_floor=RESIDUAL_SCALE_FLOOR)
             return
         d, T = int(np.prod(X.shape[1:])), self.n_outputs_
         weight, bias = np.zeros((T, d)), np.zeros(T)
@@ -373,6 +426,65 @@ class MTSGDRegressor(RegressorMixin, MTSGDNetBase):
                 spread = float(np.std(targets[rows, t])) or 1.0
                 scale[t] = max(np.sqrt(1.0 / linear.alpha), RESIDUAL_SCALE_FLOOR * spread)
         mean.set(weight, bias, scale, center, covariance)
+
+    def _kernel_fits(self, X, targets, row_weight, rows, tasks=None):
+        """One :class:`KernelFit` per output on ``rows`` (its observed, weighted targets;
+        None for an output with fewer than two), for the outputs in ``tasks`` (all: None)."""
+        X2 = np.asarray(X).reshape(len(X), -1)
+        fits = []
+        for t in range(self.n_outputs_):
+            if tasks is not None and t not in tasks:
+                fits.append(None)
+                continue
+            sel = rows[~np.isnan(targets[rows, t]) & (row_weight[rows, t] > 0)]
+            fits.append(fit_kernel_mean(X2[sel], targets[sel, t], row_weight[sel, t],
+                                        random_state=self.seed_) if len(sel) >= 2 else None)
+        return fits
+
+    def _after_epochs(self, X, targets, weight, valid):
+        """With a new kernel mean function: per output, the networks keep adding to the GP only
+        if the pooled prediction's validation NLL beats the GP's alone by more than
+        ``GATE_MARGIN`` standard errors (paired over at least ``GATE_MIN_ROWS`` rows);
+        otherwise their gate closes and that output's GP is refitted on every row
+        (``networks_used_``). Without validation rows every gate closes."""
+        mean = self.module_.output_map
+        T = self.n_outputs_
+        self.networks_used_ = np.ones(T, dtype=bool)
+        if not isinstance(mean, KernelMean) or not getattr(self, "_new_mean_function", False):
+            if isinstance(mean, KernelMean):
+                self.networks_used_ = mean.gate.cpu().numpy() > 0
+            return
+        if valid is None:
+            # no validation rows (too few to split, or train_split=None): nothing shows that
+            # the networks help, and the GP was fitted on every row
+            self.networks_used_[:] = False
+            mean.set_gate(np.zeros(T))
+            return
+        X_valid, t_valid, w_valid = self._subset_rows(valid, X, targets, weight)
+        losses = []
+        for gate in (1.0, 0.0):
+            mean.set_gate(np.full(T, gate))
+            outputs = self._valid_outputs(X_valid)
+            losses.append([self._pooled_nll(o, torch.as_tensor(t_valid[:, t])).numpy()
+                           for t, o in enumerate(outputs)])
+        off = []
+        for t in range(T):
+            rows = ~np.isnan(t_valid[:, t]) & (w_valid[:, t] > 0)
+            if rows.sum() < GATE_MIN_ROWS:
+                off.append(t)
+                continue
+            w = w_valid[rows, t] / w_valid[rows, t].mean()
+            diff = w * (losses[0][t][rows] - losses[1][t][rows])
+            se = diff.std(ddof=1) / np.sqrt(rows.sum())
+            if not diff.mean() + GATE_MARGIN * se < 0:
+                off.append(t)
+        self.networks_used_[off] = False
+        if off:
+            # the choice of kernel and its hyperparameters too: on a small table the
+            # validation rows are a large share of the evidence
+            mean.set(self._kernel_fits(X, targets, weight, np.arange(len(X)), tasks=set(off)),
+                     scale_floor=RESIDUAL_SCALE_FLOOR)
+        mean.set_gate(self.networks_used_.astype(float))
 
     def _member_losses(self, outputs, target):
         """(b, M) Gaussian negative log-likelihood of every particle's (mean, scale)."""
@@ -403,6 +515,9 @@ class MTSGDRegressor(RegressorMixin, MTSGDNetBase):
                     targets_valid[:, t], mean[:, t], std[:, t],
                     narrowing_margin=NARROWING_MARGIN,
                     sample_weight=None if weight is None else weight[:, t])
+            # an output whose networks were switched off has its GP refitted on every row,
+            # the validation rows included: they cannot calibrate it
+            self.variance_scale_[~getattr(self, "networks_used_", True)] = 1.0
         self._store_recalibration(self.variance_scale_)
 
     def _scaled_variance(self, variance):

@@ -10,6 +10,7 @@ import torch
 
 from .._io import backed_by_storage, check_torch_archive, read_json, tensor_bytes
 from ..nn import SampleStore
+from ..nn._kernel_mean import KernelMean
 
 #: what a file may declare beyond twice the bytes of the state it replaces (its pickled
 #: structure, the optimiser's state before its first step)
@@ -64,12 +65,18 @@ def archive_limit(target):
     return 2 * state + ARCHIVE_SLACK
 
 
+#: modules whose buffers take the shapes of the file loaded into them (draws; a kernel mean
+#: function's training rows), each checking them with its ``check_state_dict(state, prefix)``
+RESIZABLE = (SampleStore, KernelMean)
+
+
 def holds_draws(target):
-    """Whether ``target`` holds a :class:`~sklmoo.nn.SampleStore`: its legitimate size grows
-    with the draws a file brings (see ``allow_stored_bytes`` of
+    """Whether ``target`` holds a :data:`RESIZABLE` module (a
+    :class:`~sklmoo.nn.SampleStore`, a kernel mean function): its legitimate size grows with
+    what a file brings (see ``allow_stored_bytes`` of
     :func:`~sklmoo._io.check_torch_archive`)."""
     return isinstance(target, torch.nn.Module) and any(
-        isinstance(m, SampleStore) for m in target.modules())
+        isinstance(m, RESIZABLE) for m in target.modules())
 
 
 def check_files(net, files, use_safetensors=False):
@@ -124,8 +131,7 @@ def check_state_dict(module, state_dict, source):
     missing = sorted(set(expected) - set(state_dict))
     if (unknown or missing) and all(k.startswith("output_map.") for k in unknown + missing):
         raise ValueError(
-            f"{source} and this estimator differ in mean_function (one holds a linear mean "
-            "function, module_.output_map, the other not): fit this estimator with the "
+            f"{source} and this estimator differ in mean_function (module_.output_map): fit this estimator with the "
             "mean_function of the one that saved them, then load; the estimator is unchanged")
     if unknown or missing:
         raise ValueError(
@@ -143,7 +149,7 @@ def check_state_dict(module, state_dict, source):
                          "holds (views with a zero or overlapping stride): a forged file")
     resizable = set()
     for name, store in module.named_modules():
-        if isinstance(store, SampleStore):
+        if isinstance(store, RESIZABLE):
             prefix = f"{name}." if name else ""
             resizable.update(store.state_dict(prefix=prefix))
             try:

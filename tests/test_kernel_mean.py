@@ -1,0 +1,172 @@
+"""The regressor's kernel (Gaussian-process) mean function: its posterior against scikit-learn's
+GaussianProcessRegressor with the same kernel (the independent reference), its leave-one-out
+identities against explicit refits, the choice of the RBF part, the module's forward and state
+checks, and the estimator's default on small tables against the baselines a user would use."""
+
+import numpy as np
+import pytest
+import torch
+from sklearn.gaussian_process import GaussianProcessRegressor
+from sklearn.gaussian_process.kernels import RBF, ConstantKernel, DotProduct, WhiteKernel
+from sklearn.linear_model import BayesianRidge
+from sklearn.model_selection import train_test_split
+
+from sklmoo import MTSGDRegressor
+from sklmoo.metrics import gaussian_nll
+from sklmoo.nn import KernelMean
+from sklmoo.nn._kernel_mean import (fit_kernel_mean, fit_kernel_regression, kernel_predict)
+
+
+def _table(n, d=3, nonlinear=True, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, d)) * [1.0, 5.0, 0.2][:d] + 3.0
+    z = (X - 3.0) / [1.0, 5.0, 0.2][:d]
+    if nonlinear:
+        signal = np.sin(2 * z[:, 0]) + (z[:, 1] ** 2 if d > 1 else 0.0)
+    else:
+        signal = z @ [1.0, -0.5, 0.3][:d]
+    return X, 10.0 * signal + 50.0 + rng.normal(scale=1.5, size=n)
+
+
+def _sklearn_gp(fit):
+    """scikit-learn's GP with the fitted hyperparameters held fixed, on the same standardised
+    inputs and target."""
+    d = fit.train_x.shape[1]
+    log = fit.log_params
+    fixed = "fixed"
+    kernel = (ConstantKernel(1.0, fixed)
+              + ConstantKernel(np.exp(log[d + 1]) / d, fixed) * DotProduct(0.0, fixed)
+              + ConstantKernel(np.exp(log[d]), fixed) * RBF(np.exp(log[:d]), fixed)
+              + WhiteKernel(fit.noise / fit.y_scale ** 2, fixed))
+    return kernel
+
+
+@pytest.mark.parametrize("rbf, ard", [(True, True), (True, False), (False, True)])
+def test_posterior_equals_scikit_learns_gp_with_the_same_hyperparameters(rbf, ard):
+    X, y = _table(40)
+    fit = fit_kernel_regression(X, y, rbf=rbf, ard=ard, random_state=0)
+    if not ard:
+        assert np.ptp(fit.log_params[:3]) == 0              # one length scale
+    Z = fit.train_x
+    target = (y - fit.y_offset) / fit.y_scale
+    ref = GaussianProcessRegressor(_sklearn_gp(fit), optimizer=None).fit(Z, target)
+    X_new = _table(15, seed=1)[0]
+    Z_new = (X_new - fit.x_mean) / fit.x_scale
+    mean_ref, std_ref = ref.predict(Z_new, return_std=True)
+    mean, var = kernel_predict(fit, X_new)
+    np.testing.assert_allclose(mean, mean_ref * fit.y_scale + fit.y_offset, rtol=1e-6)
+    # scikit-learn's std includes the white noise; ours is the latent variance
+    np.testing.assert_allclose(var + fit.noise, (std_ref * fit.y_scale) ** 2, rtol=1e-5)
+
+
+def test_leave_one_out_moments_equal_explicit_refits():
+    X, y = _table(25)
+    fit = fit_kernel_regression(X, y, random_state=0)
+    kernel = _sklearn_gp(fit)
+    target = (y - fit.y_offset) / fit.y_scale
+    for i in (0, 7, 24):
+        keep = np.arange(len(y)) != i
+        ref = GaussianProcessRegressor(kernel, optimizer=None).fit(fit.train_x[keep],
+                                                                  target[keep])
+        m, s = ref.predict(fit.train_x[i:i + 1], return_std=True)
+        assert fit.loo_mean[i] == pytest.approx(m[0] * fit.y_scale + fit.y_offset, rel=1e-6)
+        assert fit.loo_var[i] == pytest.approx((s[0] * fit.y_scale) ** 2, rel=1e-5)
+
+
+def test_the_rbf_part_is_kept_for_nonlinear_and_dropped_for_linear_tables():
+    for n in (30, 120):                              # leave-one-out / five folds
+        X, y = _table(n, nonlinear=True)
+        assert fit_kernel_mean(X, y, random_state=0).rbf
+        X, y = _table(n, nonlinear=False)
+        linear = fit_kernel_mean(X, y, random_state=0)
+        assert not linear.rbf
+        assert np.exp(linear.log_params[3]) == 0.0   # no RBF variance, and a finite log
+
+
+def test_results_do_not_depend_on_the_targets_units():
+    X, y = _table(50)
+    a, b = fit_kernel_mean(X, y, random_state=0), fit_kernel_mean(X, 1e-4 * y, random_state=0)
+    np.testing.assert_allclose(a.log_params, b.log_params, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(1e-4 * kernel_predict(a, X[:5])[0], kernel_predict(b, X[:5])[0],
+                               rtol=1e-6)
+
+
+def test_forward_with_the_gate_open_and_closed():
+    X, y = _table(30, d=2)
+    fit = fit_kernel_mean(X, y, random_state=0)
+    module = KernelMean(2, n_tasks=1)
+    module.set([fit], scale_floor=0.05)
+    x = torch.as_tensor(X[:4])
+    mean, var = kernel_predict(fit, X[:4])
+    heads = (torch.tensor([[[1.0, 0.5], [-1.0, 2.0]]] * 4, dtype=torch.float64),)
+    s = module.scale.item()
+    assert s == pytest.approx(max(np.sqrt(fit.noise), 0.05 * fit.y_scale))
+    out = module(x, heads)[0].numpy()                                 # gate open
+    np.testing.assert_allclose(out[:, :, 0], mean[:, None] + s * np.array([1.0, -1.0]),
+                               rtol=1e-9)
+    np.testing.assert_allclose(out[:, :, 1] ** 2,
+                               var[:, None] + (s * np.array([0.5, 2.0])) ** 2, rtol=1e-9)
+    np.testing.assert_allclose(out[:, :, 2], np.sqrt(var)[:, None] * np.ones(2), rtol=1e-9)
+    module.set_gate([0.0])                                            # the GP alone
+    out = module(x, heads)[0].numpy()
+    np.testing.assert_allclose(out[:, :, 0], mean[:, None] * np.ones(2), rtol=1e-9)
+    np.testing.assert_allclose(out[:, :, 1] ** 2, (var + fit.noise)[:, None] * np.ones(2),
+                               rtol=1e-9)
+
+
+def test_state_dict_checks_refuse_inconsistent_rows():
+    X, y = _table(12, d=2)
+    module = KernelMean(2, n_tasks=1)
+    module.set([fit_kernel_mean(X, y, random_state=0)])
+    state = module.state_dict()
+    fresh = KernelMean(2, n_tasks=1)
+    fresh.check_state_dict(state)
+    fresh.load_state_dict(state)                                      # resized to 12 rows
+    assert fresh.train_x.shape == (1, 12, 2)
+    bad = dict(state, alpha=torch.zeros(1, 11, dtype=torch.float64))
+    with pytest.raises(ValueError, match="other shapes"):
+        fresh.check_state_dict(bad)
+    with pytest.raises(ValueError, match="other shapes"):
+        KernelMean(3, n_tasks=1).check_state_dict(state)
+    with pytest.raises(ValueError, match="n_rows"):
+        fresh.check_state_dict(dict(state, n_rows=torch.tensor([13])))
+
+
+def test_default_on_a_small_nonlinear_table_matches_a_gp_and_beats_linear_models():
+    X, y = _table(160)
+    X_tr, X_te, y_tr, y_te = train_test_split(X, y, test_size=0.5, random_state=0)
+    from sklearn.preprocessing import StandardScaler
+    scaler = StandardScaler().fit(X_tr)
+    X_tr, X_te = scaler.transform(X_tr), scaler.transform(X_te)
+    reg = MTSGDRegressor(random_state=0).fit(X_tr, y_tr)
+    assert reg.mean_function_ == "kernel"
+    nll = gaussian_nll(y_te, *reg.predict(X_te, return_std=True))
+    gp = GaussianProcessRegressor(ConstantKernel() * RBF(np.ones(3)) + WhiteKernel(),
+                                  normalize_y=True, n_restarts_optimizer=2,
+                                  random_state=0).fit(X_tr, y_tr)
+    linear = BayesianRidge().fit(X_tr, y_tr)
+    assert nll < gaussian_nll(y_te, *gp.predict(X_te, return_std=True)) + 0.05
+    assert nll < gaussian_nll(y_te, *linear.predict(X_te, return_std=True)) - 0.5
+    # members, uncertainty split and std agree with one another
+    mean, std = reg.predict(X_te, return_std=True)
+    parts = reg.predict_uncertainty(X_te)
+    np.testing.assert_allclose(parts["aleatoric"] + parts["epistemic"], std ** 2, rtol=1e-4)
+
+
+def test_tiny_tables_get_the_gp_alone_and_never_worse_than_the_mean():
+    X, y = _table(40, d=1)                       # 30 training rows of a smooth curve
+    reg = MTSGDRegressor(random_state=0).fit(X[:30], y[:30])
+    assert not reg.networks_used_.any()          # 6 validation rows cannot show they help
+    members = reg.predict_members(X[30:])
+    np.testing.assert_allclose(members, members[:1] * np.ones_like(members))
+    nll = gaussian_nll(y[30:], *reg.predict(X[30:], return_std=True))
+    constant = gaussian_nll(y[30:], np.full(10, y[:30].mean()), np.full(10, y[:30].std()))
+    assert nll < constant - 0.5
+
+
+def test_auto_takes_the_linear_mean_function_on_larger_or_wider_tables():
+    rng = np.random.default_rng(0)
+    reg = MTSGDRegressor(n_particles=2, max_epochs=1, random_state=0)
+    assert reg.fit(rng.normal(size=(1001, 3)), rng.normal(size=1001)).mean_function_ == "linear"
+    assert reg.fit(rng.normal(size=(50, 101)), rng.normal(size=50)).mean_function_ == "linear"
+    assert reg.fit(rng.normal(size=(50, 3)), rng.normal(size=50)).mean_function_ == "kernel"
