@@ -257,7 +257,7 @@ class SklmooNetMixin:
             defaults["generator"] = torch.Generator().manual_seed(
                 self.seed_ + len(self.history) if training else 0)
         kwargs = {**defaults, **self.get_params_for(prefix)}
-        kwargs.setdefault("batch_size", self.batch_size)
+        kwargs.setdefault("batch_size", self._batch_rows())
         if kwargs["batch_size"] == -1:
             kwargs["batch_size"] = len(dataset)
         iterator = self.iterator_train if training else self.iterator_valid
@@ -411,18 +411,60 @@ class SklmooNetMixin:
         validation split and an early-stopping callback) will end the fit once the validation
         loss stops improving.
         ``_patience_epochs``: the budget the early-stopping patience is a fifth of (the
-        unextended one)."""
+        unextended one). With 'auto' batches on more than ``_auto_batch_large`` rows, early
+        stopping may run to ``_auto_large_epochs`` with a patience of
+        ``_auto_large_patience``."""
         if isinstance(self.max_epochs, str):
-            batch = n_train if self.batch_size == -1 else min(self.batch_size, n_train)
+            rows = self._batch_rows()
+            batch = n_train if rows == -1 else min(rows, n_train)
             per_epoch = math.ceil(n_train / max(1, batch))
             low, high = self._auto_epoch_bounds
             base = int(np.clip(math.ceil(self._auto_steps / per_epoch), low, high))
             self._patience_epochs = base
             self.max_epochs_ = (max(base, min(base * self._auto_extension, high))
                                 if early_stopping else base)
+            if (early_stopping and isinstance(self.batch_size, str)
+                    and n_train > self._auto_batch_large):
+                # a large table in large batches: a few hundred steps per epoch, and
+                # improvement that takes tens of epochs (160,000 flights rows: 71 epochs, NLL
+                # 0.2217, against 17 epochs and 0.2297 with the small-table budget)
+                self.max_epochs_ = max(self.max_epochs_, min(self._auto_large_epochs, high))
+                self._patience_epochs = max(base, 5 * self._auto_large_patience)
         else:
             self.max_epochs_ = self._patience_epochs = int(self.max_epochs)
         return self.max_epochs_
+
+    #: ``batch_size='auto'``: this many rows per batch up to ``_auto_batch_large`` training rows;
+    #: above, about one batch per ``_auto_batch_share`` of them (a power of two, at most
+    #: ``_auto_batch_max``), with the learning rate scaled by the square root of the batch's
+    #: growth (as for Adam: Malladi et al. 2022), so that large tables take fewer, larger steps
+    _auto_batch = 64
+    _auto_batch_large = 8192
+    _auto_batch_share = 25
+    _auto_batch_max = 1024
+    #: ... and with early stopping there, up to this many epochs, with this patience
+    _auto_large_epochs = 100
+    _auto_large_patience = 10
+
+    def _batch_rows(self):
+        """Rows per batch: ``batch_size``, or the one resolved for the last fit when it is
+        'auto' (``_auto_batch`` before any)."""
+        if isinstance(self.batch_size, str):
+            return getattr(self, "batch_size_", self._auto_batch)
+        return self.batch_size
+
+    def _resolve_batch(self, n_train):
+        """``batch_size_`` for a fit on ``n_train`` rows (see ``_auto_batch``) and the factor on
+        the learning rate that goes with it (1 unless 'auto' chose a larger batch)."""
+        if not isinstance(self.batch_size, str):
+            self.batch_size_ = self.batch_size
+            return 1.0
+        batch = self._auto_batch
+        if n_train > self._auto_batch_large:
+            batch = int(np.clip(2 ** round(math.log2(n_train / self._auto_batch_share)),
+                                self._auto_batch, self._auto_batch_max))
+        self.batch_size_ = batch
+        return math.sqrt(batch / self._auto_batch)
 
     _fit_split = None
 

@@ -71,7 +71,8 @@ class MTSGDNetBase(SklmooNetMixin, NeuralNet):
         self._check_default_params()
         self._check_number("lr", strict=True)
         self._check_number("prior_precision")
-        if self.batch_size != -1:
+        if self.batch_size != -1 and not (isinstance(self.batch_size, str)
+                                          and self.batch_size == "auto"):
             self._check_int("batch_size")
         for name in ("repulsion", "head_repulsion"):
             self._check_number(name)
@@ -217,12 +218,27 @@ class MTSGDNetBase(SklmooNetMixin, NeuralNet):
         self._fit_mean_function(X, targets, weight, train=train, valid=valid)
         stopping = valid is not None and any(
             isinstance(cb, RestoreBestEarlyStopping) for _, cb in self.callbacks_)
+        lr_factor = self._resolve_batch(n_train)
         self._resolve_epochs(n_train, early_stopping=stopping)
+        for group in self.optimizer_.param_groups:
+            # the rate set for this fit's batch: lr (per group) is the rate at AUTO_BATCH rows,
+            # kept in the group, so that a continued fit does not scale it twice
+            group["lr"] = group.setdefault("lr_at_auto_batch", group["lr"]) * lr_factor
         if "optimizer__weight_decay" not in vars(self):
             # a N(0, 1/prior_precision) prior on every weight, as weight decay on the mean loss
             for group in self.optimizer_.param_groups:
                 group["weight_decay"] = float(self.prior_precision) / data_weight
-        self._run_epochs(X, targets, (train, valid), **fit_params)
+        # skorch callbacks that count batches (ProgressBar) read the batch size from
+        # get_params(): while the epochs run, the one 'auto' chose is the iterators' own
+        shown = [f"{p}__batch_size" for p in ("iterator_train", "iterator_valid")
+                 if isinstance(self.batch_size, str) and f"{p}__batch_size" not in vars(self)]
+        for name in shown:
+            setattr(self, name, self.batch_size_)
+        try:
+            self._run_epochs(X, targets, (train, valid), **fit_params)
+        finally:
+            for name in shown:
+                delattr(self, name)
         self.n_train_, self.n_valid_ = n_train, 0 if valid is None else len(valid)
         self._after_epochs(X, targets, weight, valid)
         rows = (self._subset_rows(valid, X, targets, weight) if self.calibration is not None

@@ -117,11 +117,14 @@ class MTSGDMultiTaskClassifier(ClassifierMixin, MTSGDNetBase):
     max_epochs : int or 'auto', default='auto'
         Epochs per call to ``fit``. 'auto': about 1000 optimiser steps (10 to 500 epochs),
         extended to at most three times that (and 500 epochs) while early stopping sees the
-        validation loss improve; ``max_epochs_`` holds the budget chosen. When
+        validation loss improve; with ``batch_size='auto'`` on more than 8,192 training rows,
+        up to 100 epochs with a patience of 10. ``max_epochs_`` holds the budget chosen. When
         ``history[-1, 'best_epoch']`` is the last epoch, the budget ended the fit: pass a
         larger integer.
-    batch_size : int, default=64
-        Rows per mini-batch (-1: all).
+    batch_size : int or 'auto', default='auto'
+        Rows per mini-batch (-1: all). 'auto': 64 up to 8,192 training rows; above, about a
+        25th of them, a power of two of at most 1,024 (``batch_size_``), with ``lr`` scaled
+        by the square root of the batch's size over 64 (``lr`` is the rate at 64 rows).
     train_split : callable or None, default=ValidationSplit()
         The internal validation split: by default 20 % of the rows (at least 5, none when fewer
         than 10 would remain), stratified and seeded by ``random_state``. Its loss drives the
@@ -153,6 +156,8 @@ class MTSGDMultiTaskClassifier(ClassifierMixin, MTSGDNetBase):
     temperature_ : ndarray of shape (n_tasks,)
         The fitted temperatures (above 1: the pool was overconfident and is softened; below
         1: underconfident and sharpened).
+    batch_size_ : int
+        Rows per mini-batch in the last fit (``batch_size`` resolved).
     max_epochs_ : int
         The epoch budget of the last fit.
     n_train_, n_valid_ : int
@@ -185,7 +190,7 @@ class MTSGDMultiTaskClassifier(ClassifierMixin, MTSGDNetBase):
                  missing_label=None,
                  calibration="logit_temperature", prior_precision=0.0, class_weight=None,
                  random_state=None, criterion=torch.nn.CrossEntropyLoss,
-                 optimizer=torch.optim.Adam, lr=1e-3, max_epochs="auto", batch_size=64,
+                 optimizer=torch.optim.Adam, lr=1e-3, max_epochs="auto", batch_size="auto",
                  train_split=ValidationSplit(), verbose=0, **kwargs):
         super().__init__(module, criterion=criterion, optimizer=optimizer, lr=lr,
                          max_epochs=max_epochs, batch_size=batch_size, train_split=train_split,

@@ -137,11 +137,13 @@ class MTSGDRegressor(RegressorMixin, MTSGDNetBase):
         of rows (:ref:`ug-mtsgd-regression`).
     max_epochs : int or 'auto', default='auto'
         As in :class:`MTSGDMultiTaskClassifier`: about 1000 optimiser steps, extended to at
-        most three times that while the validation loss improves; ``max_epochs_`` holds the
-        budget. When ``history[-1, 'best_epoch']`` is the last epoch, the budget ended the
+        most three times that while the validation loss improves (on large tables, up to 100
+        epochs); ``max_epochs_`` holds the budget. When ``history[-1, 'best_epoch']`` is the last epoch, the budget ended the
         fit: pass a larger integer.
-    batch_size : int, default=64
-        Rows per mini-batch (-1: all).
+    batch_size : int or 'auto', default='auto'
+        Rows per mini-batch (-1: all). 'auto': 64 up to 8,192 training rows; above, about a
+        25th of them, a power of two of at most 1,024 (``batch_size_``), with ``lr`` scaled
+        by the square root of the batch's size over 64 (``lr`` is the rate at 64 rows).
     train_split : callable or None, default=ValidationSplit()
         As in :class:`MTSGDMultiTaskClassifier` (not stratified): the held-out rows drive early
         stopping with restore-best (their loss is the Gaussian negative log-likelihood of the
@@ -179,6 +181,8 @@ class MTSGDRegressor(RegressorMixin, MTSGDNetBase):
     variance_scale_ : ndarray of shape (n_outputs,)
         The applied factors on the predictive variance (above 1: the intervals were too
         narrow).
+    batch_size_ : int
+        Rows per mini-batch in the last fit (``batch_size`` resolved).
     max_epochs_ : int
         The epoch budget of the last fit.
     n_train_, n_valid_ : int
@@ -215,7 +219,7 @@ class MTSGDRegressor(RegressorMixin, MTSGDNetBase):
                  normalize_y=True, input_shape=None,
                  calibration="variance", prior_precision=1.0, mean_function="auto",
                  random_state=None, criterion=torch.nn.GaussianNLLLoss,
-                 optimizer=torch.optim.Adam, lr=1e-2, max_epochs="auto", batch_size=64,
+                 optimizer=torch.optim.Adam, lr=1e-2, max_epochs="auto", batch_size="auto",
                  train_split=ValidationSplit(), verbose=0, **kwargs):
         super().__init__(module, criterion=criterion, optimizer=optimizer, lr=lr,
                          max_epochs=max_epochs, batch_size=batch_size, train_split=train_split,

@@ -1,0 +1,85 @@
+"""batch_size='auto' on the MT-SGD estimators: 64 rows on small tables (fits unchanged), a
+larger batch with a square-root-scaled learning rate on large ones, never scaled twice."""
+
+import math
+
+import numpy as np
+import pytest
+
+from sklmoo import MTSGDMultiTaskClassifier, MTSGDRegressor
+
+
+def _large(n=12_000, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, 3)).astype(np.float32)
+    return X, (X[:, 0] + 0.5 * rng.normal(size=n) > 0).astype(int), X[:, 1] + rng.normal(size=n)
+
+
+@pytest.mark.parametrize("make, target", [(MTSGDMultiTaskClassifier, 1), (MTSGDRegressor, 2)])
+def test_large_tables_get_a_larger_batch_and_a_scaled_rate(make, target):
+    data = _large()
+    X, y = data[0], data[target]
+    est = make(n_particles=2, max_epochs=1, random_state=0).fit(X, y)
+    assert est.n_train_ == 9600
+    # a 25th of the training rows, rounded to a power of two: 384 -> 512
+    assert est.batch_size_ == 512
+    ratios = [g["lr"] / g["lr_at_auto_batch"] for g in est.optimizer_.param_groups]
+    assert ratios == pytest.approx([math.sqrt(512 / 64)] * len(ratios))
+    assert est.optimizer_.param_groups[0]["lr"] == pytest.approx(est.lr * math.sqrt(8))
+    # one epoch: 9600 training rows and 2400 validation rows in batches of 512
+    batches = est.history[-1, "batches"]
+    assert sum("train_loss" in b for b in batches) == math.ceil(9600 / 512)
+    assert sum("valid_loss" in b for b in batches) == math.ceil(2400 / 512)
+    # a continued fit takes the same rate, not the rate scaled again
+    est.set_params(warm_start=True).fit(X, y)
+    assert est.optimizer_.param_groups[0]["lr"] == pytest.approx(est.lr * math.sqrt(8))
+    # an explicit batch size is used as given, at the rate given
+    fixed = make(n_particles=2, max_epochs=1, batch_size=128, random_state=0).fit(X, y)
+    assert fixed.batch_size_ == 128
+    assert fixed.optimizer_.param_groups[0]["lr"] == pytest.approx(fixed.lr)
+
+
+def test_small_tables_keep_batches_of_64_and_the_rate_given():
+    X, y, _ = _large(n=600)
+    auto = MTSGDMultiTaskClassifier(n_particles=2, max_epochs=2, random_state=0).fit(X, y)
+    given = MTSGDMultiTaskClassifier(n_particles=2, max_epochs=2, batch_size=64,
+                                     random_state=0).fit(X, y)
+    assert auto.batch_size_ == 64
+    np.testing.assert_array_equal(auto.predict_proba(X), given.predict_proba(X))
+    assert auto.optimizer_.param_groups[0]["lr"] == auto.lr
+
+
+def test_bad_batch_sizes_are_named():
+    X, y, _ = _large(n=100)
+    for bad in ("big", 0, 2.5):
+        with pytest.raises((ValueError, TypeError), match="batch_size"):
+            MTSGDMultiTaskClassifier(batch_size=bad).fit(X, y)
+
+
+def test_large_tables_get_a_longer_early_stopping_budget():
+    est = MTSGDMultiTaskClassifier()
+    est._resolve_batch(128_000)                           # batches of 1024: 125 per epoch
+    assert est._resolve_epochs(128_000, early_stopping=True) == 100  # not 3 x 10 epochs
+    assert est._patience_epochs == 50                     # patience: a fifth, 10 epochs
+    assert est._resolve_epochs(128_000, early_stopping=False) == 10  # no early stopping
+    est._resolve_batch(9600)                              # batches of 512: 19 per epoch
+    assert est._resolve_epochs(9600, early_stopping=True) == 3 * 53  # ~1000 steps, x 3
+    small = MTSGDMultiTaskClassifier()
+    small._resolve_batch(5000)
+    assert small._resolve_epochs(5000, early_stopping=True) == 3 * 13   # unchanged
+    given = MTSGDMultiTaskClassifier(batch_size=512)
+    given._resolve_batch(9600)
+    assert given._resolve_epochs(9600, early_stopping=True) == 3 * 53
+
+
+def test_progress_bar_counts_the_auto_batches_and_params_stay_auto(capsys):
+    from sklearn.base import clone
+    from skorch.callbacks import ProgressBar
+
+    X, y, _ = _large()
+    est = MTSGDMultiTaskClassifier(n_particles=2, max_epochs=1, random_state=0,
+                                   callbacks=[ProgressBar()]).fit(X, y)
+    assert est.batch_size_ == 512
+    params = est.get_params()
+    assert params["batch_size"] == "auto" and "iterator_train__batch_size" not in params
+    assert clone(est).batch_size == "auto"
