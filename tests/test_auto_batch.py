@@ -83,3 +83,14 @@ def test_progress_bar_counts_the_auto_batches_and_params_stay_auto(capsys):
     params = est.get_params()
     assert params["batch_size"] == "auto" and "iterator_train__batch_size" not in params
     assert clone(est).batch_size == "auto"
+
+
+def test_the_regressor_waits_30_epochs_on_small_tables_and_10_on_large_ones():
+    X, _, y = _large()
+    large = MTSGDRegressor(n_particles=2, max_epochs=1, random_state=0).fit(X, y)
+    small = MTSGDRegressor(n_particles=2, max_epochs=1, random_state=0).fit(X[:600], y[:600])
+    assert dict(large.callbacks_)["early_stopping"].patience_ == 10
+    assert dict(small.callbacks_)["early_stopping"].patience_ == 30
+    given = MTSGDRegressor(n_particles=2, max_epochs=1, random_state=0,
+                           callbacks__early_stopping__patience=7).fit(X, y)
+    assert dict(given.callbacks_)["early_stopping"].patience_ == 7

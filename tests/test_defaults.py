@@ -421,13 +421,13 @@ def test_auto_budget_extends_while_the_validation_loss_improves():
     # would fit it at once): the validation loss still falls when the ~1000-step budget ends
     # (here scaled down to 20 steps: 10 epochs of 4 steps), so with early stopping the fit
     # runs on to three times that; without a split or early stopping it does not. At lr=1e-3
-    # with the patience a fifth of the budget (the regressor's defaults are lr=1e-2 and a
+    # with the patience a fifth of the budget, 5 (the regressor's defaults are lr=1e-2 and a
     # patience of 30 epochs; the classifier's are these)
     rng = np.random.default_rng(0)
     X = rng.normal(size=(160, 3))
     y = X @ np.array([1.0, -2.0, 0.5])
     fits = {}
-    auto = dict(callbacks__early_stopping__patience="auto")
+    auto = dict(callbacks__early_stopping__patience=5)
     for name, extra in (("default", auto), ("no_split", dict(train_split=None, **auto)),
                         ("no_stopping", dict(callbacks__early_stopping=None))):
         reg = MTSGDRegressor(n_particles=2, batch_size=32, mean_function=None, random_state=0,
@@ -436,9 +436,10 @@ def test_auto_budget_extends_while_the_validation_loss_improves():
         fits[name] = reg.fit(X, y)
     reg = fits["default"]
     assert reg.max_epochs_ == 30 and len(reg.history) == 30
-    assert dict(reg.callbacks_)["early_stopping"].patience_ == 5      # a fifth of 10, at least 5
+    assert dict(reg.callbacks_)["early_stopping"].patience_ == 5
     assert fits["no_split"].max_epochs_ == len(fits["no_split"].history) == 10
-    assert dict(MTSGDRegressor().get_default_callbacks())["early_stopping"].patience == 30
+    # the regressor's 'auto' patience is 30 epochs on small tables (tests/test_auto_batch.py)
+    assert dict(MTSGDRegressor().get_default_callbacks())["early_stopping"].patience == "auto"
     assert fits["no_stopping"].max_epochs_ == len(fits["no_stopping"].history) == 10
     # at most 500 epochs; an integer budget and L2E's budget are never extended
     assert MTSGDRegressor()._resolve_epochs(64 * 100, early_stopping=True) == 30

@@ -423,8 +423,7 @@ class SklmooNetMixin:
             self._patience_epochs = base
             self.max_epochs_ = (max(base, min(base * self._auto_extension, high))
                                 if early_stopping else base)
-            if (early_stopping and isinstance(self.batch_size, str)
-                    and n_train > self._auto_batch_large):
+            if early_stopping and getattr(self, "_large_table", False):
                 # a large table in large batches: a few hundred steps per epoch, and
                 # improvement that takes tens of epochs (160,000 flights rows: 71 epochs, NLL
                 # 0.2217, against 17 epochs and 0.2297 with the small-table budget)
@@ -433,6 +432,11 @@ class SklmooNetMixin:
         else:
             self.max_epochs_ = self._patience_epochs = int(self.max_epochs)
         return self.max_epochs_
+
+    def _auto_patience(self, budget):
+        """Early stopping's patience='auto' for an epoch ``budget`` (``_patience_epochs``): a
+        fifth of it, at least 5 epochs."""
+        return max(5, math.ceil(budget / 5))
 
     #: ``batch_size='auto'``: this many rows per batch up to ``_auto_batch_large`` training rows;
     #: above, about one batch per ``_auto_batch_share`` of them (a power of two, at most
@@ -456,6 +460,9 @@ class SklmooNetMixin:
     def _resolve_batch(self, n_train):
         """``batch_size_`` for a fit on ``n_train`` rows (see ``_auto_batch``) and the factor on
         the learning rate that goes with it (1 unless 'auto' chose a larger batch)."""
+        # a large table in 'auto' batches (its epochs are hundreds of steps)
+        self._large_table = (isinstance(self.batch_size, str)
+                             and n_train > self._auto_batch_large)
         if not isinstance(self.batch_size, str):
             self.batch_size_ = self.batch_size
             return 1.0

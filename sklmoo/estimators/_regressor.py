@@ -147,7 +147,8 @@ class MTSGDRegressor(RegressorMixin, MTSGDNetBase):
     train_split : callable or None, default=ValidationSplit()
         As in :class:`MTSGDMultiTaskClassifier` (not stratified): the held-out rows drive early
         stopping with restore-best (their loss is the Gaussian negative log-likelihood of the
-        pooled prediction; patience 30 epochs) and fit ``calibration``.
+        pooled prediction; patience 30 epochs, 10 on more than 8,192 training rows with
+        ``batch_size='auto'``) and fit ``calibration``.
     verbose : int, default=0
         0: silent. Above 0: progress output per epoch (:ref:`ug-fitting`).
     **kwargs
@@ -209,8 +210,15 @@ class MTSGDRegressor(RegressorMixin, MTSGDNetBase):
     """
 
     _task_normalizations = ("none", "l2")
-    #: early stopping waits 30 epochs for the validation loss to improve (see ``lr``)
-    _default_patience = 30
+    #: early stopping waits 30 epochs for the validation loss to improve (see ``lr``), 10 on
+    #: large tables, whose epochs are hundreds of steps (``_auto_large_patience``)
+    _default_patience = "auto"
+    _small_table_patience = 30
+
+    def _auto_patience(self, budget):
+        if getattr(self, "_large_table", False):
+            return self._auto_large_patience
+        return self._small_table_patience
 
     def __init__(self, module=None, *, n_particles=5, method="mtsgd", kernel="function",
                  smooth_drive=False, bandwidth="median", repulsion=1e-3, head_repulsion=1e-2,

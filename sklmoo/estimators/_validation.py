@@ -218,9 +218,10 @@ class RestoreBestEarlyStopping(EarlyStopping):
     ----------
     monitor : str, default='valid_loss'
     patience : int or 'auto', default='auto'
-        Epochs without improvement before stopping; 'auto': a fifth of the fit's epoch budget
-        (with ``max_epochs='auto'``, of the unextended one), at least 5. The classifier's
-        default callback uses 'auto', the regressor's 30.
+        Epochs without improvement before stopping; 'auto': the estimator's rule -- for the
+        classifiers a fifth of the fit's epoch budget (with ``max_epochs='auto'``, of the
+        unextended one), at least 5, and 10 epochs on large tables (``batch_size='auto'``
+        above 8,192 training rows); for the regressor 30 epochs, 10 on large tables.
     threshold, threshold_mode, lower_is_better, sink
         As in skorch's ``EarlyStopping``.
     load_best : bool, default=True
@@ -252,8 +253,12 @@ class RestoreBestEarlyStopping(EarlyStopping):
         super().on_train_begin(net, **kwargs)
         budget = (getattr(net, "_patience_epochs", None) or getattr(net, "max_epochs_", None)
                   or net.max_epochs)
-        self.patience_ = (max(5, math.ceil(budget / 5)) if self.patience == "auto"
-                          else self.patience)
+        if self.patience != "auto":
+            self.patience_ = self.patience
+        elif hasattr(net, "_auto_patience"):
+            self.patience_ = net._auto_patience(budget)
+        else:
+            self.patience_ = max(5, math.ceil(budget / 5))
 
     def on_epoch_end(self, net, **kwargs):
         if self.monitor not in net.history[-1]:

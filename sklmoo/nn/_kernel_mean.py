@@ -41,13 +41,12 @@ class KernelFit:
     """A fitted GP for one output, on standardised inputs ``(X - x_mean) / x_scale``.
 
     The GP is fitted to the standardised target ``(y - y_offset) / y_scale`` (its priors are
-    on that scale); ``noise``, ``loo_mean`` and ``loo_var`` are in the target's units.
+    on that scale); ``noise`` is in the target's units.
     ``train_x`` (n, d) standardised training inputs, ``alpha`` (n,) = K^-1 (standardised y),
     ``chol`` (n, n) lower Cholesky factor of K (noise included), ``log_params`` the fitted
     hyperparameters (log length scales (d,), log RBF variance, log linear variance, log noise
-    variance), ``y_offset`` the target's weighted mean, ``noise`` the noise variance per unit
-    weight, ``loo_mean`` / ``loo_var`` the leave-one-out predictive moments of the training
-    rows (noise included)."""
+    variance), ``y_offset`` / ``y_scale`` the target's weighted mean and standard deviation,
+    ``noise`` the noise variance per unit weight, ``neg_log_posterior`` the optimum's value."""
 
     train_x: np.ndarray
     x_mean: np.ndarray
@@ -58,8 +57,6 @@ class KernelFit:
     y_offset: float
     y_scale: float
     noise: float
-    loo_mean: np.ndarray
-    loo_var: np.ndarray
     neg_log_posterior: float
     rbf: bool = True
     ard: bool = True
@@ -207,15 +204,9 @@ def fit_kernel_regression(X, y, weight=None, rbf=True, ard=True, n_restarts=1,
         K = kernel_matrix(theta, Xt, Xt) + torch.diag(noise * inv_w)
         L = _cholesky(K)
         alpha = torch.cholesky_solve(yt[:, None], L)[:, 0]
-        K_inv_diag = torch.diagonal(torch.cholesky_inverse(L))
-        loo_var = 1.0 / K_inv_diag
-        loo_mean = (yt - alpha * loo_var) * y_scale + y_offset
-        loo_var = loo_var * y_scale ** 2
     return KernelFit(train_x=Z, x_mean=x_mean, x_scale=x_scale, alpha=alpha.numpy(),
                      chol=L.numpy(), log_params=theta.numpy(), y_offset=y_offset, y_scale=y_scale,
-                     noise=noise * y_scale ** 2,
-                     loo_mean=loo_mean.numpy(), loo_var=loo_var.numpy(),
-                     neg_log_posterior=value)
+                     noise=noise * y_scale ** 2, neg_log_posterior=value)
 
 
 def kernel_predict(fit, X):
