@@ -23,8 +23,8 @@ Protocol, per table: one seed (0); 4,000 test rows drawn first, then the first n
 (the same rows for every model); a ``StandardScaler`` fitted on the training rows. Models:
 ``MTSGDMultiTaskClassifier(random_state=0)`` / ``MTSGDRegressor(random_state=0)`` and
 ``L2ESamplerClassifier(random_state=0)`` at their defaults; five ``MLPClassifier`` /
-``MLPRegressor(hidden_layer_sizes=(64, 64), early_stopping=True, random_state=i)`` (scikit-learn's defaults
-otherwise: Adam, lr 1e-3, batches of 200, patience 10), probabilities averaged (a deep
+``MLPRegressor(hidden_layer_sizes=(64, 64), early_stopping=True, random_state=i)``
+(scikit-learn's defaults otherwise: Adam, lr 1e-3, batches of 200, patience 10), probabilities averaged (a deep
 ensemble of the sklmoo networks' architecture); ``HistGradientBoostingClassifier`` /
 ``Regressor(random_state=0)``. Regression NLL: the MLPs' mean, with variance the members'
 spread plus the residual variance on 10 % of the training rows held out from them (they
@@ -123,8 +123,8 @@ def fit_predict(task, key, X, y, X_test):
         if key == "hgb":
             model = HistGradientBoostingClassifier(random_state=0).fit(X, y)
             return model.predict_proba(X_test), time.perf_counter() - start
-        members = [MLPClassifier(hidden_layer_sizes=(64, 64), early_stopping=True, random_state=i).fit(X, y)
-                   for i in range(5)]
+        members = [MLPClassifier(hidden_layer_sizes=(64, 64), early_stopping=True,
+                                 random_state=i).fit(X, y) for i in range(5)]
         seconds = time.perf_counter() - start
         return np.mean([m.predict_proba(X_test) for m in members], axis=0), seconds
     # regression: a held-out tenth estimates the residual noise
@@ -132,9 +132,8 @@ def fit_predict(task, key, X, y, X_test):
     if key == "hgb":
         members = [HistGradientBoostingRegressor(random_state=0).fit(X[:cut], y[:cut])]
     else:
-        members = [MLPRegressor(hidden_layer_sizes=(64, 64), early_stopping=True, random_state=i).fit(X[:cut],
-                                                                                   y[:cut])
-                   for i in range(5)]
+        members = [MLPRegressor(hidden_layer_sizes=(64, 64), early_stopping=True,
+                                random_state=i).fit(X[:cut], y[:cut]) for i in range(5)]
     held = np.mean([m.predict(X[cut:]) for m in members], axis=0)
     noise = float(np.mean((y[cut:] - held) ** 2))
     seconds = time.perf_counter() - start

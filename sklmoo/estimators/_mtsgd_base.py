@@ -221,7 +221,7 @@ class MTSGDNetBase(SklmooNetMixin, NeuralNet):
         lr_factor = self._resolve_batch(n_train)
         self._resolve_epochs(n_train, early_stopping=stopping)
         for group in self.optimizer_.param_groups:
-            # the rate set for this fit's batch: lr (per group) is the rate at AUTO_BATCH rows,
+            # the rate for this fit's batch: each group's lr is its rate at ``_auto_batch`` rows,
             # kept in the group, so that a continued fit does not scale it twice
             group["lr"] = group.setdefault("lr_at_auto_batch", group["lr"]) * lr_factor
         if "optimizer__weight_decay" not in vars(self):

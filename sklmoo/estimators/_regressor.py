@@ -7,9 +7,8 @@ import torch
 from sklearn.base import RegressorMixin
 
 from ..metrics._recalibration import fit_variance_scale
-from ..nn import LinearMean, StackedGaussianHead
+from ..nn import KernelMean, LinearMean, StackedGaussianHead
 from ..nn._evidence import fit_evidence_ridge
-from ..nn import KernelMean
 from ..nn._kernel_mean import fit_kernel_mean
 from ._mtsgd_base import MTSGDNetBase
 from ._targets import regression_targets
@@ -119,12 +118,13 @@ class MTSGDRegressor(RegressorMixin, MTSGDNetBase):
         residuals, and after training they are kept for an output only if the validation
         rows show the pooled prediction beating the GP's alone by more than two standard
         errors (at least 30 validation rows; without a validation split, never); otherwise
-        that output's GP is refitted on every row and predicts alone (``networks_used_``). 'linear': one
-        :class:`~sklearn.linear_model.BayesianRidge` per output, fitted on all rows, under
-        every particle (up to 1,000 flattened input features). The latent posterior variance
-        of either is counted as epistemic. 'auto': 'kernel' up to 300 rows and 100 features,
-        else 'linear'. None: the networks fit the standardised targets alone. A continued
-        fit keeps the mean function of the fit it continues. See :ref:`ug-mtsgd-regression`.
+        that output's GP is refitted on every row and predicts alone (``networks_used_``).
+        'linear': one :class:`~sklearn.linear_model.BayesianRidge` per output, fitted on all
+        rows, under every particle (up to 1,000 flattened input features). The latent
+        posterior variance of either is counted as epistemic. 'auto': 'kernel' up to 1,000
+        rows and 100 features, else 'linear'. None: the networks fit the standardised targets
+        alone. A continued fit keeps the mean function of the fit it continues. See
+        :ref:`ug-mtsgd-regression`.
     random_state : int, RandomState instance or None, default=None
         Seeds the particles' initialisation, the validation split and the mini-batch order.
     criterion : torch loss class, default=torch.nn.GaussianNLLLoss
@@ -138,8 +138,8 @@ class MTSGDRegressor(RegressorMixin, MTSGDNetBase):
     max_epochs : int or 'auto', default='auto'
         As in :class:`MTSGDMultiTaskClassifier`: about 1000 optimiser steps, extended to at
         most three times that while the validation loss improves (on large tables, up to 100
-        epochs); ``max_epochs_`` holds the budget. When ``history[-1, 'best_epoch']`` is the last epoch, the budget ended the
-        fit: pass a larger integer.
+        epochs); ``max_epochs_`` holds the budget. When ``history[-1, 'best_epoch']`` is the
+        last epoch, the budget ended the fit: pass a larger integer.
     batch_size : int or 'auto', default='auto'
         Rows per mini-batch (-1: all). 'auto': 64 up to 8,192 training rows; above, about a
         25th of them, a power of two of at most 1,024 (``batch_size_``), with ``lr`` scaled

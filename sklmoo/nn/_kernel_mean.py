@@ -108,7 +108,8 @@ def _neg_log_posterior(theta, X, y, inv_w, prior_mean, prior_weight):
     K = kernel_matrix(theta, X, X) + torch.diag(noise * inv_w)
     L = _cholesky(K)
     alpha = torch.cholesky_solve(y[:, None], L)[:, 0]
-    nll = 0.5 * y @ alpha + torch.log(torch.diagonal(L)).sum() + 0.5 * len(y) * math.log(2 * math.pi)
+    nll = (0.5 * y @ alpha + torch.log(torch.diagonal(L)).sum()
+           + 0.5 * len(y) * math.log(2 * math.pi))
     sd = torch.full_like(theta, LOG_PRIOR_SD)
     sd[:d] = LENGTHSCALE_PRIOR_SD
     sd[-1] = NOISE_PRIOR_SD
