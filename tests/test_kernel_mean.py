@@ -14,7 +14,8 @@ from sklearn.model_selection import train_test_split
 from sklmoo import MTSGDRegressor
 from sklmoo.metrics import gaussian_nll
 from sklmoo.nn import KernelMean
-from sklmoo.nn._kernel_mean import (fit_kernel_mean, fit_kernel_regression, kernel_predict)
+from sklmoo.nn._kernel_mean import (_trimmed_mean, fit_kernel_mean, fit_kernel_regression,
+                                    kernel_predict)
 
 
 def _table(n, d=3, nonlinear=True, seed=0):
@@ -67,6 +68,39 @@ def test_the_rbf_part_is_kept_for_nonlinear_and_dropped_for_linear_tables():
         linear = fit_kernel_mean(X, y, random_state=0)
         assert not linear.rbf
         assert np.exp(linear.log_params[3]) == 0.0   # no RBF variance, and a finite log
+
+
+def test_one_outlying_row_does_not_decide_the_leave_one_out_choice():
+    # a nonlinear 30-row table with one gross error (20 noise sd): the RBF part still predicts
+    # the other rows better, and the trimmed comparison keeps it (a plain mean of the
+    # leave-one-out differences favours the linear model here, by 0.96)
+    X, y = _table(30, nonlinear=True)
+    y = y.copy()
+    y[0] += 30.0
+    fit = fit_kernel_mean(X, y, random_state=0)
+    assert fit.rbf and not fit.ard
+    assert _trimmed_mean(np.r_[np.full(9, -1.0), 100.0], 0.1) == -1.0
+
+
+def test_small_tables_choose_the_same_model_whatever_the_seed():
+    # up to LOO_MAX_ROWS rows the fits start from the prior medians only (no random restart)
+    X, y = _table(35, d=3)
+    fits = [fit_kernel_mean(X, y, random_state=seed) for seed in (0, 1, 7)]
+    for fit in fits[1:]:
+        assert fit.rbf == fits[0].rbf
+        np.testing.assert_array_equal(fit.log_params, fits[0].log_params)
+
+
+def test_a_noise_free_curve_gets_a_large_signal_variance():
+    # an exponential curve without noise: the broad variance prior lets the GP follow it
+    x = np.linspace(0.0, 1.0, 15)[:, None]
+    y = np.exp(4.0 * x[:, 0])
+    fit = fit_kernel_mean(x, y, random_state=0)
+    x_new = np.array([[0.53], [1.05]])                # inside, and just beyond the range
+    mean, var = kernel_predict(fit, x_new)
+    sd = np.sqrt(var + fit.noise)
+    assert np.all(np.abs(mean - np.exp(4.0 * x_new[:, 0])) < 3 * sd)
+    assert abs(mean[0] - np.exp(4.0 * 0.53)) < 0.01 * np.std(y)
 
 
 def test_results_do_not_depend_on_the_targets_units():
