@@ -128,7 +128,7 @@ def test_cuda_without_a_gpu_fails_at_fit_with_a_message(data, name):
     assert not est.__sklearn_is_fitted__()
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+@pytest.mark.cuda
 @pytest.mark.parametrize("name", list(ESTIMATORS))
 def test_fitted_on_cuda_loads_on_cpu(tmp_path, data, name):
     X, y = data

@@ -360,7 +360,7 @@ def test_interrupt_and_reinitialisation_leave_it_unfitted(wine):
     assert _small().__sklearn_is_fitted__() is False
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+@pytest.mark.cuda
 def test_fits_on_cuda(wine):
     Xtr, ytr, Xte, _ = wine
     clf = _small(device="cuda").fit(Xtr, ytr)

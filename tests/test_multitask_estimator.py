@@ -308,7 +308,7 @@ def test_save_params_load_params_round_trip(digits, tmp_path):
         np.testing.assert_array_equal(pa, pb)
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+@pytest.mark.cuda
 def test_fits_on_cuda(digits):
     X, y, Xt, _ = digits
     clf = _small(device="cuda").fit(X[:200], y[:200])

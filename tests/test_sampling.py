@@ -41,7 +41,7 @@ def test_same_seed_same_result_and_dtype_kept():
         assert torch.equal(init, a.trace[0])  # init is not modified in place
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+@pytest.mark.cuda
 def test_runs_on_cuda():
     targets = make_gaussian_mixture_targets()
     init = torch.randn(10, 2, device="cuda")
