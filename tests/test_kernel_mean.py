@@ -14,8 +14,8 @@ from sklearn.model_selection import train_test_split
 from sklmoo import MTSGDRegressor
 from sklmoo.metrics import gaussian_nll
 from sklmoo.nn import KernelMean
-from sklmoo.nn._kernel_mean import (_trimmed_mean, fit_kernel_mean, fit_kernel_regression,
-                                    kernel_predict)
+from sklmoo.nn._kernel_mean import (KernelMixture, _trimmed_mean, fit_kernel_mean,
+                                    fit_kernel_regression, kernel_predict, stacking_weight)
 
 
 def _table(n, d=3, nonlinear=True, seed=0):
@@ -134,6 +134,36 @@ def test_forward_with_the_gate_open_and_closed():
                                rtol=1e-9)
 
 
+def test_stacking_weight_maximises_the_mixtures_held_out_log_density():
+    rng = np.random.default_rng(0)
+    a, b = rng.normal(1.0, 0.5, 200), rng.normal(1.0, 0.5, 200)
+    grid = np.linspace(0, 1, 2001)
+    total = [np.logaddexp(np.log(max(w, 1e-300)) - a, np.log(max(1 - w, 1e-300)) - b).sum()
+             for w in grid]
+    assert stacking_weight(a, b) == pytest.approx(grid[int(np.argmax(total))], abs=1e-3)
+    assert stacking_weight(a, a + 5.0) == 1.0 and stacking_weight(a + 5.0, a) == 0.0
+
+
+def test_a_mixture_predicts_its_components_mean_and_variance():
+    X, y = _table(120, d=2)
+    rbf = fit_kernel_regression(X, y, rbf=True, random_state=0)
+    linear = fit_kernel_regression(X, y, rbf=False, random_state=0)
+    mixture = KernelMixture([rbf, linear], np.array([0.3, 0.7]))
+    X_new = _table(6, d=2, seed=2)[0]
+    (m1, v1), (m2, v2) = kernel_predict(rbf, X_new), kernel_predict(linear, X_new)
+    mean, latent = kernel_predict(mixture, X_new)
+    np.testing.assert_allclose(mean, 0.3 * m1 + 0.7 * m2, rtol=1e-12)
+    second = 0.3 * (v1 + rbf.noise + m1 ** 2) + 0.7 * (v2 + linear.noise + m2 ** 2)
+    np.testing.assert_allclose(latent + mixture.noise, second - mean ** 2, rtol=1e-9)
+    module = KernelMean(2, n_tasks=1)                  # the module predicts the same
+    module.set([mixture])
+    module.set_gate([0.0])
+    out = module(torch.as_tensor(X_new), (torch.zeros(6, 2, 2, dtype=torch.float64),))[0]
+    np.testing.assert_allclose(out[:, 0, 0].numpy(), mean, rtol=1e-9)
+    np.testing.assert_allclose(out[:, 0, 1].numpy() ** 2, latent + mixture.noise, rtol=1e-9)
+    assert module.mix.tolist() == [[0.3, 0.7]]
+
+
 def test_state_dict_checks_refuse_inconsistent_rows():
     X, y = _table(12, d=2)
     module = KernelMean(2, n_tasks=1)
@@ -142,14 +172,14 @@ def test_state_dict_checks_refuse_inconsistent_rows():
     fresh = KernelMean(2, n_tasks=1)
     fresh.check_state_dict(state)
     fresh.load_state_dict(state)                                      # resized to 12 rows
-    assert fresh.train_x.shape == (1, 12, 2)
-    bad = dict(state, alpha=torch.zeros(1, 11, dtype=torch.float64))
+    assert fresh.train_x.shape == (1, 2, 12, 2)                       # (task, slot, row, x)
+    bad = dict(state, alpha=torch.zeros(1, 2, 11, dtype=torch.float64))
     with pytest.raises(ValueError, match="other shapes"):
         fresh.check_state_dict(bad)
     with pytest.raises(ValueError, match="other shapes"):
         KernelMean(3, n_tasks=1).check_state_dict(state)
     with pytest.raises(ValueError, match="n_rows"):
-        fresh.check_state_dict(dict(state, n_rows=torch.tensor([13])))
+        fresh.check_state_dict(dict(state, n_rows=torch.tensor([[13, 0]])))
 
 
 def test_default_on_a_small_nonlinear_table_matches_a_gp_and_beats_linear_models():

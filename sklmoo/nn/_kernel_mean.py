@@ -66,6 +66,43 @@ class KernelFit:
     ard: bool = True
 
 
+@dataclass
+class KernelMixture:
+    """Two :class:`KernelFit` of one output (with and without the RBF part) predicting together:
+    the mixture of their predictive distributions with weights ``weights``, summarised by its
+    mean and variance (:func:`kernel_predict`). ``noise`` is the weighted mean of the
+    components' noise variances; the rest of the mixture's variance counts as latent."""
+
+    fits: list
+    weights: np.ndarray
+    rbf: bool = True
+    ard: bool = True
+
+    @property
+    def noise(self):
+        return float(np.dot(self.weights, [fit.noise for fit in self.fits]))
+
+    @property
+    def y_scale(self):
+        return self.fits[0].y_scale
+
+
+def components(fit):
+    """[(weight, KernelFit)] of a :class:`KernelFit` (one, weight 1) or a :class:`KernelMixture`."""
+    if isinstance(fit, KernelMixture):
+        return [(float(w), f) for w, f in zip(fit.weights, fit.fits)]
+    return [(1.0, fit)]
+
+
+def mix_moments(weights, means, variances, noises):
+    """The mean, latent variance and noise of a mixture of Gaussians whose component c has mean
+    ``means[c]``, latent variance ``variances[c]`` and noise ``noises[c]`` (weights summing to
+    1): latent = sum w (v + (m - mean)^2), so that latent + noise is the mixture's variance."""
+    mean = sum(w * m for w, m in zip(weights, means))
+    latent = sum(w * (v + (m - mean) ** 2) for w, m, v in zip(weights, means, variances))
+    return mean, latent, sum(w * n for w, n in zip(weights, noises))
+
+
 def _unpack(theta, d):
     return theta[:d], theta[d], theta[d + 1], theta[d + 2]
 
@@ -221,7 +258,13 @@ def fit_kernel_regression(X, y, weight=None, rbf=True, ard=True, n_restarts=1,
 
 
 def kernel_predict(fit, X):
-    """Posterior mean and variance of the latent function (noise excluded) at X, numpy."""
+    """Posterior mean and variance of the latent function (noise excluded) at X, numpy; of a
+    :class:`KernelMixture`, the mixture's mean and its variance less ``fit.noise``."""
+    if isinstance(fit, KernelMixture):
+        parts = [(w, f, kernel_predict(f, X)) for w, f in components(fit)]
+        mean, latent, _ = mix_moments([w for w, _, _ in parts], [p[0] for _, _, p in parts],
+                                      [p[1] for _, _, p in parts], [f.noise for _, f, _ in parts])
+        return mean, latent
     Z = (np.asarray(X, dtype=np.float64).reshape(len(X), -1) - fit.x_mean) / fit.x_scale
     theta = torch.from_numpy(fit.log_params)
     Zt, Xt = torch.from_numpy(Z), torch.from_numpy(fit.train_x)
@@ -242,9 +285,10 @@ LOO_MAX_ROWS = 60
 #: on tens of rows one or two outlying rows decide a plain mean (MASS::hills: +0.6 +- 0.8
 #: against the RBF part, which predicts the other rows better)
 LOO_TRIM = 0.1
-#: above ``LOO_MAX_ROWS`` the RBF part stays unless the linear model predicts the held-out rows
-#: better by more than this many standard errors of the paired difference
-SE_FACTOR = 1.0
+#: above ``LOO_MAX_ROWS``, a stacking weight (on the RBF model) beyond ``1 - STACK_SNAP`` or
+#: below ``STACK_SNAP`` keeps one model alone; in between the two predict together (a few
+#: per cent of a poor linear model widen a good RBF model's intervals: mcycle +0.016 NLL)
+STACK_SNAP = 0.1
 
 
 def _fold_losses(X, y, w, folds, start, **kernel):
@@ -269,11 +313,13 @@ def fit_kernel_mean(X, y, weight=None, random_state=None):
       fitted from the prior medians alone (a random restart finds over-fitting short length
       scales on tens of rows), kept when the trimmed mean (``LOO_TRIM`` cut from each end) of
       the paired per-row differences in held-out NLL favours it.
-    * Above: ``SELECTION_FOLDS`` folds, an ARD RBF part, kept unless the linear model's
-      held-out NLL is lower by more than ``SE_FACTOR`` standard errors of the paired per-row
-      difference.
+    * Above: ``SELECTION_FOLDS`` folds, an ARD RBF part; the two models are stacked by their
+      held-out log densities (:func:`stacking_weight`): a weight within ``STACK_SNAP`` of 0 or
+      1 keeps one model, otherwise both predict, as a :class:`KernelMixture` (on caschools the
+      linear model alone predicted better than the RBF one the folds preferred, and the
+      mixture better than either).
 
-    Returns the :class:`KernelFit`, with ``rbf`` and ``ard`` set."""
+    Returns the :class:`KernelFit` (``rbf`` and ``ard`` set) or :class:`KernelMixture`."""
     X = np.asarray(X, dtype=np.float64).reshape(len(X), -1)
     y = np.asarray(y, dtype=np.float64)
     w = np.ones(len(y)) if weight is None else np.asarray(weight, dtype=np.float64)
@@ -288,17 +334,46 @@ def fit_kernel_mean(X, y, weight=None, random_state=None):
         fits = {rbf: fit_kernel_regression(X, y, w, rbf=rbf, ard=ard, random_state=random_state,
                                            n_restarts=int(ard))
                 for rbf in (True, False)}
-        diff = (_fold_losses(X, y, w, folds, fits[True].log_params, rbf=True, ard=ard)
-                - _fold_losses(X, y, w, folds, fits[False].log_params, rbf=False))
-        if ard:
-            rbf = bool(diff.mean() < SE_FACTOR * diff.std(ddof=1) / np.sqrt(len(diff)))
-        else:
+        losses_rbf = _fold_losses(X, y, w, folds, fits[True].log_params, rbf=True, ard=ard)
+        losses_linear = _fold_losses(X, y, w, folds, fits[False].log_params, rbf=False)
+        diff = losses_rbf - losses_linear     # per row, paired
+        if not ard:
             rbf = bool(_trimmed_mean(diff, LOO_TRIM) < 0)
+        else:
+            weight = stacking_weight(losses_rbf, losses_linear)
+            if STACK_SNAP <= weight <= 1 - STACK_SNAP:
+                for fit, part in ((fits[True], True), (fits[False], False)):
+                    fit.rbf, fit.ard = part, ard
+                return KernelMixture([fits[True], fits[False]], np.array([weight, 1 - weight]),
+                                     rbf=True, ard=ard)
+            rbf = bool(weight > STACK_SNAP)
         fit = fits[rbf]
     else:
         fit = fit_kernel_regression(X, y, w, rbf=rbf, ard=ard, random_state=random_state)
     fit.rbf, fit.ard = rbf, ard
     return fit
+
+
+def stacking_weight(losses_a, losses_b):
+    """The weight w in [0, 1] maximising sum_i log(w exp(-a_i) + (1 - w) exp(-b_i)): the
+    stacking of two predictive distributions by their held-out log densities (Yao et al.
+    2018), ``losses_*`` the per-row held-out negative log densities. Concave in w: bisection
+    on the derivative."""
+    a, b = np.asarray(losses_a, dtype=np.float64), np.asarray(losses_b, dtype=np.float64)
+    ratio = np.exp(np.clip(b - a, -700.0, 700.0))    # p_a / p_b per row
+
+    def slope(w):                                    # d/dw sum log(w ratio + 1 - w)
+        return float(np.sum((ratio - 1.0) / (w * ratio + 1.0 - w)))
+
+    if slope(0.0) <= 0.0:
+        return 0.0
+    if slope(1.0) >= 0.0:
+        return 1.0
+    low, high = 0.0, 1.0
+    for _ in range(60):
+        mid = 0.5 * (low + high)
+        low, high = (mid, high) if slope(mid) > 0 else (low, mid)
+    return 0.5 * (low + high)
 
 
 def _trimmed_mean(values, share):
@@ -317,14 +392,16 @@ class KernelMean(nn.Module):
     counterpart of :class:`~sklmoo.nn.LinearMean`, with the same ``forward``).
 
     Per task t, :math:`\mu_t(x)` and :math:`v_t(x)` are the posterior mean and variance of the
-    latent function of a GP fitted by :func:`fit_kernel_mean`; each particle's mean and
+    latent function of a GP fitted by :func:`fit_kernel_mean` (of a mixture of two GPs: the
+    mixture's mean, and its variance less the mean noise :math:`n_t`); each particle's mean and
     standard deviation become :math:`\mu_t(x) + g_t s_t m` and
-    :math:`\sqrt{g_t s_t^2 \sigma^2 + (1 - g_t) n_t + v_t(x)}`, with :math:`s_t` the GP's
-    noise standard deviation (floored), :math:`n_t` its noise variance and :math:`g_t`, the
+    :math:`\sqrt{g_t s_t^2 \sigma^2 + (1 - g_t) n_t + v_t(x)}`, with :math:`s_t` the noise
+    standard deviation (floored), :math:`n_t` the noise variance and :math:`g_t`, the
     networks' gate, 1 (they add their output) or 0 (the GP's predictive distribution alone).
     The third channel is :math:`\sqrt{v_t(x)}`, the part every particle shares (epistemic).
-    Outputs with fewer training rows are zero-padded. Buffers are resized when a state dict of
-    another fit is loaded (after :meth:`check_state_dict`).
+    Each task has ``N_COMPONENTS`` slots for GPs (with their weights); slots with fewer
+    training rows are zero-padded. Buffers are resized when a state dict of another fit is
+    loaded (after :meth:`check_state_dict`).
 
     Examples
     --------
@@ -343,24 +420,27 @@ class KernelMean(nn.Module):
     array([0.48, 1.  ], dtype=float32)
     """
 
+    #: GP slots per task (a :class:`KernelMixture` has two components)
+    N_COMPONENTS = 2
     _BUFFERS = ("train_x", "x_mean", "x_scale", "log_params", "alpha", "chol_inv", "y_offset",
-                "y_scale",
-                "noise", "scale", "gate", "n_rows")
+                "y_scale", "noise", "mix", "scale", "gate", "n_rows")
 
     def __init__(self, in_features, n_tasks):
         super().__init__()
-        d, T = in_features, n_tasks
-        for name, shape in (("train_x", (T, 0, d)), ("x_mean", (T, d)), ("x_scale", (T, d)),
-                            ("log_params", (T, d + 3)), ("alpha", (T, 0)),
-                            ("chol_inv", (T, 0, 0)), ("y_offset", (T,)), ("y_scale", (T,)),
-                            ("noise", (T,)),
-                            ("scale", (T,)), ("gate", (T,))):
+        d, T, C = in_features, n_tasks, self.N_COMPONENTS
+        for name, shape in (("train_x", (T, C, 0, d)), ("x_mean", (T, C, d)),
+                            ("x_scale", (T, C, d)), ("log_params", (T, C, d + 3)),
+                            ("alpha", (T, C, 0)), ("chol_inv", (T, C, 0, 0)),
+                            ("y_offset", (T, C)), ("y_scale", (T, C)), ("noise", (T, C)),
+                            ("mix", (T, C)), ("scale", (T,)), ("gate", (T,))):
             self.register_buffer(name, torch.zeros(shape, dtype=torch.float64))
         self.x_scale.fill_(1.0)
         self.y_scale.fill_(1.0)
+        self.noise.fill_(1.0)
+        self.mix[:, 0] = 1.0
         self.scale.fill_(1.0)
         self.gate.fill_(1.0)
-        self.register_buffer("n_rows", torch.zeros(T, dtype=torch.int64))
+        self.register_buffer("n_rows", torch.zeros(T, C, dtype=torch.int64))
         self.register_buffer("fitted", torch.tensor(False))
 
     def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
@@ -379,15 +459,15 @@ class KernelMean(nn.Module):
         ValueError
             Naming the buffer.
         """
-        T, d = self.x_mean.shape
+        T, C, d = self.x_mean.shape
         shapes = {name: tuple(state_dict[prefix + name].shape)
                   for name in ("train_x", "alpha", "chol_inv", "n_rows")
                   if prefix + name in state_dict}
         if len(shapes) < 4:
             return                          # missing keys are named by the caller
-        k = shapes["alpha"][1] if len(shapes["alpha"]) == 2 else -1
-        expected = {"train_x": (T, k, d), "alpha": (T, k), "chol_inv": (T, k, k),
-                    "n_rows": (T,)}
+        k = shapes["alpha"][2] if len(shapes["alpha"]) == 3 else -1
+        expected = {"train_x": (T, C, k, d), "alpha": (T, C, k), "chol_inv": (T, C, k, k),
+                    "n_rows": (T, C)}
         wrong = [f"{prefix}{name} {shapes[name]} (expected {expected[name]})"
                  for name in expected if shapes[name] != expected[name]]
         if k < 0 or wrong:
@@ -399,41 +479,45 @@ class KernelMean(nn.Module):
                              f"{n_rows.tolist()}")
 
     def set(self, fits, scale_floor=0.0):
-        """Copy one :class:`KernelFit` per task in: None keeps what that task holds (zero mean
-        and unit noise before any fit). The noise standard deviation, floored at
-        ``scale_floor`` times the target's standard deviation, is the networks' unit."""
-        T, d = self.x_mean.shape
-        kept = [t for t in range(T) if fits[t] is None]
-        n = max([len(f.alpha) for f in fits if f is not None]
-                + [int(self.n_rows[t]) for t in kept] + [0])
+        """Copy one :class:`KernelFit` or :class:`KernelMixture` per task in: None keeps what
+        that task holds (zero mean and unit noise before any fit). The mean noise standard
+        deviation, floored at ``scale_floor`` times the target's standard deviation, is the
+        networks' unit."""
+        T, C, d = self.x_mean.shape
+        parts = [None if fit is None else components(fit) for fit in fits]
+        n = max([len(f.alpha) for p in parts if p is not None for _, f in p]
+                + [int(self.n_rows[t].max()) for t in range(T) if parts[t] is None] + [0])
         dev = self.x_mean.device
-        train_x = torch.zeros(T, n, d, dtype=torch.float64, device=dev)
-        alpha = torch.zeros(T, n, dtype=torch.float64, device=dev)
-        chol_inv = torch.eye(n, dtype=torch.float64, device=dev).repeat(T, 1, 1)
+        train_x = torch.zeros(T, C, n, d, dtype=torch.float64, device=dev)
+        alpha = torch.zeros(T, C, n, dtype=torch.float64, device=dev)
+        chol_inv = torch.eye(n, dtype=torch.float64, device=dev).repeat(T, C, 1, 1)
         with torch.no_grad():
-            for t, fit in enumerate(fits):
-                if fit is None:
-                    k = int(self.n_rows[t])
-                    train_x[t, :k] = self.train_x[t, :k]
-                    alpha[t, :k] = self.alpha[t, :k]
-                    chol_inv[t, :k, :k] = self.chol_inv[t, :k, :k]
-                    if not bool(self.fitted):
-                        self.noise[t] = 1.0
+            for t, part in enumerate(parts):
+                if part is None:
+                    k = int(self.n_rows[t].max())
+                    train_x[t, :, :k] = self.train_x[t, :, :k]
+                    alpha[t, :, :k] = self.alpha[t, :, :k]
+                    chol_inv[t, :, :k, :k] = self.chol_inv[t, :, :k, :k]
                     continue
-                k = len(fit.alpha)
-                train_x[t, :k] = torch.from_numpy(fit.train_x)
-                alpha[t, :k] = torch.from_numpy(fit.alpha)
-                L = torch.from_numpy(fit.chol)
-                chol_inv[t, :k, :k] = torch.linalg.solve_triangular(
-                    L, torch.eye(k, dtype=torch.float64), upper=False).to(dev)
-                self.x_mean[t] = torch.from_numpy(fit.x_mean)
-                self.x_scale[t] = torch.from_numpy(fit.x_scale)
-                self.log_params[t] = torch.from_numpy(fit.log_params)
-                self.y_offset[t] = fit.y_offset
-                self.y_scale[t] = fit.y_scale
-                self.noise[t] = fit.noise
-                self.scale[t] = max(math.sqrt(fit.noise), scale_floor * fit.y_scale)
-                self.n_rows[t] = k
+                self.mix[t] = 0.0
+                self.n_rows[t] = 0
+                for c, (weight, fit) in enumerate(part):
+                    k = len(fit.alpha)
+                    train_x[t, c, :k] = torch.from_numpy(fit.train_x)
+                    alpha[t, c, :k] = torch.from_numpy(fit.alpha)
+                    L = torch.from_numpy(fit.chol)
+                    chol_inv[t, c, :k, :k] = torch.linalg.solve_triangular(
+                        L, torch.eye(k, dtype=torch.float64), upper=False).to(dev)
+                    self.x_mean[t, c] = torch.from_numpy(fit.x_mean)
+                    self.x_scale[t, c] = torch.from_numpy(fit.x_scale)
+                    self.log_params[t, c] = torch.from_numpy(fit.log_params)
+                    self.y_offset[t, c] = fit.y_offset
+                    self.y_scale[t, c] = fit.y_scale
+                    self.noise[t, c] = fit.noise
+                    self.mix[t, c] = weight
+                    self.n_rows[t, c] = k
+                noise = float((self.mix[t] * self.noise[t]).sum())
+                self.scale[t] = max(math.sqrt(noise), scale_floor * part[0][1].y_scale)
             self.train_x, self.alpha, self.chol_inv = train_x, alpha, chol_inv
             self.fitted.fill_(True)
 
@@ -442,24 +526,38 @@ class KernelMean(nn.Module):
         with torch.no_grad():
             self.gate.copy_(torch.as_tensor(gate, dtype=torch.float64))
 
+    def _component(self, x, t, c):
+        k = int(self.n_rows[t, c])
+        z = (x - self.x_mean[t, c]) / self.x_scale[t, c]
+        theta = self.log_params[t, c]
+        Ks = kernel_matrix(theta, z, self.train_x[t, c, :k])                  # (b, k)
+        mean = (Ks @ self.alpha[t, c, :k]) * self.y_scale[t, c] + self.y_offset[t, c]
+        v = Ks @ self.chol_inv[t, c, :k, :k].T                                 # (b, k)
+        var = (kernel_diag(theta, z) - (v * v).sum(1)).clamp_min(0.0) * self.y_scale[t, c] ** 2
+        return mean, var
+
     def moments(self, x):
-        """The GP posterior mean and latent variance, (batch, n_tasks) each, float64."""
+        """The GP posterior mean, latent variance and noise variance, (batch, n_tasks) each,
+        float64 (of a mixture: its mean, its variance less the mean noise, the mean noise)."""
         x = x.reshape(x.shape[0], -1).double()
-        means, variances = [], []
-        for t in range(self.x_mean.shape[0]):
-            k = int(self.n_rows[t])
-            z = (x - self.x_mean[t]) / self.x_scale[t]
-            if k == 0:
-                means.append(torch.zeros(len(x), dtype=torch.float64, device=x.device))
-                variances.append(torch.zeros(len(x), dtype=torch.float64, device=x.device))
+        T, C, _ = self.x_mean.shape
+        means, variances, noises = [], [], []
+        zeros = torch.zeros(len(x), dtype=torch.float64, device=x.device)
+        for t in range(T):
+            used = [c for c in range(C) if int(self.n_rows[t, c]) > 0 and float(self.mix[t, c]) > 0]
+            if not used:
+                means.append(zeros)
+                variances.append(zeros)
+                noises.append(zeros + self.noise[t, 0])
                 continue
-            theta = self.log_params[t]
-            Ks = kernel_matrix(theta, z, self.train_x[t, :k])                  # (b, k)
-            means.append((Ks @ self.alpha[t, :k]) * self.y_scale[t] + self.y_offset[t])
-            v = Ks @ self.chol_inv[t, :k, :k].T                                 # (b, k)
-            variances.append((kernel_diag(theta, z) - (v * v).sum(1)).clamp_min(0.0)
-                             * self.y_scale[t] ** 2)
-        return torch.stack(means, 1), torch.stack(variances, 1)
+            parts = [self._component(x, t, c) for c in used]
+            mean, var, noise = mix_moments([self.mix[t, c] for c in used], [m for m, _ in parts],
+                                           [v for _, v in parts],
+                                           [self.noise[t, c] for c in used])
+            means.append(mean)
+            variances.append(var)
+            noises.append(zeros + noise)
+        return torch.stack(means, 1), torch.stack(variances, 1), torch.stack(noises, 1)
 
     def forward(self, x, outputs):
         """The particles' per-task outputs with the GP under them (see the class description):
@@ -467,14 +565,14 @@ class KernelMean(nn.Module):
         deviation."""
         if not bool(self.fitted):
             return tuple(torch.cat([o, torch.zeros_like(o[..., :1])], -1) for o in outputs)
-        mean, var = self.moments(x)
+        mean, var, noise = self.moments(x)
         result = []
         for t, out in enumerate(outputs):
             m, sd = out[..., 0], out[..., 1]
             g, s = self.gate[t], self.scale[t]
             mu = mean[:, t:t + 1]
             v = var[:, t:t + 1]
-            total = g * (s * sd.double()) ** 2 + (1 - g) * self.noise[t] + v
+            total = g * (s * sd.double()) ** 2 + (1 - g) * noise[:, t:t + 1] + v
             result.append(torch.stack([(mu + g * s * m.double()).to(m.dtype),
                                        total.sqrt().to(m.dtype),
                                        v.sqrt().expand_as(m).to(m.dtype)], -1))
