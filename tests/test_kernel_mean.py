@@ -142,6 +142,8 @@ def test_stacking_weight_maximises_the_mixtures_held_out_log_density():
              for w in grid]
     assert stacking_weight(a, b) == pytest.approx(grid[int(np.argmax(total))], abs=1e-3)
     assert stacking_weight(a, a + 5.0) == 1.0 and stacking_weight(a + 5.0, a) == 0.0
+    with np.errstate(all="raise"):       # the first better on all rows but one, far worse there
+        assert 0.0 < stacking_weight(np.r_[a - 0.1, 40.0], np.r_[a, 3.0]) < 1.0
 
 
 def test_a_mixture_predicts_its_components_mean_and_variance():

@@ -363,7 +363,7 @@ def stacking_weight(losses_a, losses_b):
     ratio = np.exp(np.clip(b - a, -700.0, 700.0))    # p_a / p_b per row
 
     def slope(w):                                    # d/dw sum log(w ratio + 1 - w)
-        return float(np.sum((ratio - 1.0) / (w * ratio + 1.0 - w)))
+        return float(np.sum((ratio - 1.0) / (w * ratio + (1.0 - w))))   # > 0 (no 1 + r - 1)
 
     if slope(0.0) <= 0.0:
         return 0.0
