@@ -216,6 +216,21 @@ def test_tiny_tables_get_the_gp_alone_and_never_worse_than_the_mean():
     assert nll < constant - 0.5
 
 
+def test_no_advice_about_networks_whose_output_is_ignored():
+    # 20 rows: 5 validation rows cannot open the gate, so the networks' repulsion warnings are
+    # of no use to anyone; with the linear mean function (networks used) they are kept
+    import warnings
+    X, y = _table(20, d=2)
+    for mean_function, expected in (("auto", 0), ("linear", 1)):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            reg = MTSGDRegressor(head_repulsion=100.0, mean_function=mean_function,
+                                 random_state=0).fit(X, y)
+        repulsion = [w for w in caught if "repulsion outweighs" in str(w.message)]
+        assert bool(repulsion) == bool(expected), mean_function
+        assert reg.networks_used_.all() == bool(expected)
+
+
 def test_auto_takes_the_linear_mean_function_on_larger_or_wider_tables():
     rng = np.random.default_rng(0)
     reg = MTSGDRegressor(n_particles=2, max_epochs=1, random_state=0)

@@ -424,6 +424,11 @@ class MTSGDNetBase(SklmooNetMixin, NeuralNet):
     def _guarded_tensors(self):
         return dict(self.module_.named_parameters())
 
+    def _networks_ignored(self):
+        """True while this fit trains networks whose output its predictions will ignore (no
+        advice about them is then of use)."""
+        return False
+
     def on_epoch_end(self, net, **kwargs):
         """Detect divergence (defined in :meth:`fit`); summarise the epoch's repulsion / drive
         ratios and task weights, and warn when the repulsion outweighs the drive's scale (the
@@ -449,7 +454,7 @@ class MTSGDNetBase(SklmooNetMixin, NeuralNet):
                 self.history.record(f"{part}_drive_norm", float(drive))
                 peak = max([float(drive)] + [e.get(f"{part}_drive_norm") or 0.0
                                              for e in self.history[:-1]])
-                if repulsive > peak:
+                if repulsive > peak and not self._networks_ignored():
                     self._warn(f"the {part} repulsion outweighs the drive in epoch "
                                f"{len(self.history)} (norm {repulsive:.3g}, largest drive "
                                f"{peak:.3g}): the particles mostly push each other apart; "

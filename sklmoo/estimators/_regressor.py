@@ -453,6 +453,16 @@ class MTSGDRegressor(RegressorMixin, MTSGDNetBase):
                                         random_state=self.seed_) if len(sel) >= 2 else None)
         return fits
 
+    def _networks_ignored(self):
+        # a new kernel mean function with fewer than GATE_MIN_ROWS validation rows (or none):
+        # every gate will close (:meth:`_after_epochs`)
+        if self._fit_split is None:
+            return False
+        valid = self._fit_split[1]
+        return ((valid is None or len(valid) < GATE_MIN_ROWS)
+                and isinstance(self.module_.output_map, KernelMean)
+                and getattr(self, "_new_mean_function", False))
+
     def _after_epochs(self, X, targets, weight, valid):
         """With a new kernel mean function: per output, the networks keep adding to the GP only
         if the pooled prediction's validation NLL beats the GP's alone by more than
