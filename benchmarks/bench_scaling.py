@@ -29,8 +29,11 @@ ensemble of the sklmoo networks' architecture); ``HistGradientBoostingClassifier
 ``Regressor(random_state=0)``. Regression NLL: the MLPs' mean, with variance the members'
 spread plus the residual variance on 10 % of the training rows held out from them (they
 train on the other 90 %); gradient boosting likewise. Test NLL (natural log; regression in
-units of the training target's standard deviation), fit time (wall clock, one thread). Fit
-times of one run on a shared 2-core machine: read them as ratios.
+units of the training target's standard deviation), fit time (wall clock, one thread), and
+peak memory: the peak resident memory of the fit and the test prediction above what the
+process held before (heap trimmed with ``malloc_trim`` and the kernel's high-water mark reset
+first; the larger of VmHWM and a 10 ms sample of the resident size). Fit times of one run on
+a shared 2-core machine: read them as ratios.
 """
 
 import os
@@ -98,6 +101,46 @@ LABELS = {"mtsgd": "MT-SGD (sklmoo)", "l2e": "L2E (sklmoo)", "mlp": "5 MLPs aver
 COLORS = {"mtsgd": "tab:blue", "l2e": "tab:orange", "mlp": "tab:green", "hgb": "tab:red"}
 
 
+class PeakMemory:
+    """Peak resident memory above the start, in MB, of the code run inside (Linux): the heap
+    is trimmed and the kernel's high-water mark reset on entry (``/proc/self/clear_refs``);
+    the peak is the larger of VmHWM and the resident size a thread samples every 10 ms."""
+
+    def __init__(self):
+        import threading
+        self.sampled = 0.0
+        threading.Thread(target=self._sample, daemon=True).start()
+
+    @staticmethod
+    def rss():
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2 ** 20
+
+    def _sample(self):
+        while True:
+            self.sampled = max(self.sampled, self.rss())
+            time.sleep(0.01)
+
+    def __enter__(self):
+        import ctypes
+        import gc
+        gc.collect()
+        try:
+            ctypes.CDLL("libc.so.6").malloc_trim(0)     # freed heap back to the system
+        except OSError:
+            pass
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+        self.before = self.sampled = self.rss()
+        return self
+
+    def __exit__(self, *exc):
+        with open("/proc/self/status") as f:
+            hwm = next(int(line.split()[1]) for line in f if line.startswith("VmHWM")) / 1024
+        self.extra_mb = max(hwm, self.sampled, self.rss()) - self.before
+        return False
+
+
 def _gaussian_nll(y, mean, var):
     return float(np.mean(0.5 * np.log(2 * np.pi * var) + 0.5 * (y - mean) ** 2 / var))
 
@@ -150,6 +193,7 @@ def run(table, sizes, models):
     order = np.random.RandomState(0).permutation(len(X_all))
     test, rest = order[:N_TEST], order[N_TEST:]
     rows = []
+    memory = PeakMemory()
     for n in sizes:
         if n > len(rest):
             continue
@@ -160,7 +204,7 @@ def run(table, sizes, models):
         for key in models:
             if key not in MODELS[task]:
                 continue
-            with warnings.catch_warnings():
+            with warnings.catch_warnings(), memory:
                 warnings.simplefilter("ignore")
                 pred, seconds = fit_predict(task, key, X, y, X_test)
             if task == "classification":
@@ -169,9 +213,10 @@ def run(table, sizes, models):
                 scale = float(y.std())
                 nll = _gaussian_nll(y_test / scale, pred[0] / scale, pred[1] / scale ** 2)
             row = dict(table=table, task=task, n=int(n), model=key, nll=nll,
-                       fit_seconds=float(seconds))
-            print(f"{table:10s} n {n:7d} {key:6s} NLL {nll:8.4f} fit {seconds:7.1f} s",
-                  flush=True)
+                       fit_seconds=float(seconds), peak_mb=float(memory.extra_mb),
+                       x_mb=float(X.nbytes / 2 ** 20))
+            print(f"{table:10s} n {n:7d} {key:6s} NLL {nll:8.4f} fit {seconds:7.1f} s "
+                  f"peak {memory.extra_mb:7.1f} MB", flush=True)
             rows.append(row)
     return rows
 
@@ -187,11 +232,13 @@ def write_page(rows):
              "Command: `nice -n 10 python benchmarks/bench_scaling.py`. One seed; protocol, "
              "tables and models: the script's docstring. NLL: test negative log-likelihood "
              "(regression: standardised units). Time ratio: fit time / the five MLPs' on the "
-             "same rows.", ""]
+             "same rows. Peak MB: peak resident memory of the fit and the test prediction "
+             "above what was resident before, in the benchmark's process (heap trimmed first); "
+             "X MB: the float32 training X.", ""]
     tables = sorted({r["table"] for r in rows}, key=list(TABLES).index)
     for table in tables:
-        lines += [f"## {table}", "", "| n | model | NLL | NLL − 5 MLPs | fit s | time ratio |",
-                  "|---|---|---|---|---|---|"]
+        lines += [f"## {table}", "", "| n | model | NLL | NLL − 5 MLPs | fit s | time ratio "
+                  "| peak MB | X MB |", "|---|---|---|---|---|---|---|---|"]
         for n in sorted({r["n"] for r in rows if r["table"] == table}):
             here = {r["model"]: r for r in rows if r["table"] == table and r["n"] == n}
             ref = here.get("mlp")
@@ -201,23 +248,30 @@ def write_page(rows):
                 r = here[key]
                 gap = f"{r['nll'] - ref['nll']:+.4f}" if ref else "—"
                 ratio = f"{r['fit_seconds'] / ref['fit_seconds']:.2f}" if ref else "—"
+                peak = f"{r['peak_mb']:.0f}" if "peak_mb" in r else "—"
+                x_mb = f"{r['x_mb']:.1f}" if "x_mb" in r else "—"
                 lines.append(f"| {n:,} | {LABELS[key]} | {r['nll']:.4f} | {gap} | "
-                             f"{r['fit_seconds']:.1f} | {ratio} |")
+                             f"{r['fit_seconds']:.1f} | {ratio} | {peak} | {x_mb} |")
         lines.append("")
-    MD.write_text("\n".join(lines) + "\n")
-    fig, axes = plt.subplots(2, len(tables), figsize=(4.2 * len(tables), 6.5), squeeze=False)
+    from sklmoo._io import atomic_write_text
+    atomic_write_text(MD, "\n".join(lines) + "\n")
+    fig, axes = plt.subplots(3, len(tables), figsize=(4.2 * len(tables), 9.5), squeeze=False)
     for j, table in enumerate(tables):
         for key in MODELS[TABLES[table][0]]:
-            pts = sorted((r["n"], r["nll"], r["fit_seconds"]) for r in rows
-                         if r["table"] == table and r["model"] == key)
+            pts = sorted((r["n"], r["nll"], r["fit_seconds"], r.get("peak_mb", np.nan))
+                         for r in rows if r["table"] == table and r["model"] == key)
             if not pts:
                 continue
-            n, nll, sec = map(np.array, zip(*pts))
+            n, nll, sec, peak = map(np.array, zip(*pts))
             axes[0, j].plot(n, sec, "o-", color=COLORS[key], label=LABELS[key])
             axes[1, j].plot(n, nll, "o-", color=COLORS[key], label=LABELS[key])
+            axes[2, j].plot(n, np.maximum(peak, 1.0), "o-", color=COLORS[key],
+                            label=LABELS[key])
         axes[0, j].set(yscale="log", title=f"{table} ({TABLES[table][0]})",
                        ylabel="fit seconds (one thread)")
-        axes[1, j].set(xlabel="training rows", ylabel="test NLL")
+        axes[1, j].set(ylabel="test NLL")
+        axes[2, j].set(yscale="log", xlabel="training rows",
+                       ylabel="peak extra memory, MB (at least 1)")
         for ax in axes[:, j]:
             ax.set_xscale("log")
             ax.set_xticks(SIZES, [f"{n:,}" for n in SIZES])
