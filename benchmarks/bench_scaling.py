@@ -283,6 +283,9 @@ def write_page(rows):
         axes[1, j].set(ylabel="test NLL")
         axes[2, j].set(yscale="log", xlabel="training rows",
                        ylabel="peak extra memory, MB (at least 1)")
+        for ax in axes[::2, j]:                            # log-scaled y: plain numbers
+            ax.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}"))
+            ax.yaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
         for ax in axes[:, j]:
             ax.set_xscale("log")
             ax.set_xticks(SIZES, [f"{n:,}" for n in SIZES])
