@@ -40,6 +40,10 @@ HERE = "tests/test_promised_warnings.py"
 #: (documents (glob), regular expression over the whitespace-collapsed text without backticks,
 #: what backs it: "test_file.py::test_name" or "not a promise: why")
 CLAIMS = [
+    # the regressor gives no repulsion advice about networks a fit will ignore
+    ("docs/changelog.rst", r"No warnings in the 45 fits \(networks that a fit will ignore no "
+     r"longer produce repulsion advice\)",
+     "tests/test_kernel_mean.py::test_no_advice_about_networks_whose_output_is_ignored"),
     # a read-only X (memory map) fits without torch's non-writable-tensor warning
     ("docs/benchmarks/fit_memory.rst", r"torch warns on such arrays",
      "tests/test_evidence_ridge.py::test_a_read_only_memory_map_trains_without_a_copy_warning"),
