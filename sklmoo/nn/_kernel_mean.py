@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
+from scipy.stats import trim_mean
 from torch import nn
 
 #: prior medians (standardised inputs and targets) and the prior's log-scale spread
@@ -217,9 +218,10 @@ def fit_kernel_regression(X, y, weight=None, rbf=True, ard=True, n_restarts=1,
                                  for _ in range(n_restarts if rbf else 0)]
     low, high = prior_t - PARAM_RANGE, prior_t + PARAM_RANGE
     best = None
+    fallback_only = start is not None       # later starts only if the earlier ones failed
     for start in starts:
-        if best is not None and len(starts) == 2 and start is prior_mean:
-            break                           # the given start worked: no fallback
+        if fallback_only and best is not None:
+            break
         params = torch.tensor(start[free_positions], dtype=torch.float64, requires_grad=True)
         opt = torch.optim.LBFGS([params], lr=1.0, max_iter=max_iter, tolerance_grad=1e-7,
                                 tolerance_change=1e-10, line_search_fn="strong_wolfe")
@@ -254,7 +256,7 @@ def fit_kernel_regression(X, y, weight=None, rbf=True, ard=True, n_restarts=1,
         alpha = torch.cholesky_solve(yt[:, None], L)[:, 0]
     return KernelFit(train_x=Z, x_mean=x_mean, x_scale=x_scale, alpha=alpha.numpy(),
                      chol=L.numpy(), log_params=theta.numpy(), y_offset=y_offset, y_scale=y_scale,
-                     noise=noise * y_scale ** 2, neg_log_posterior=value)
+                     noise=noise * y_scale ** 2, neg_log_posterior=value, rbf=rbf, ard=ard)
 
 
 def kernel_predict(fit, X):
@@ -338,20 +340,15 @@ def fit_kernel_mean(X, y, weight=None, random_state=None):
         losses_linear = _fold_losses(X, y, w, folds, fits[False].log_params, rbf=False)
         diff = losses_rbf - losses_linear     # per row, paired
         if not ard:
-            rbf = bool(_trimmed_mean(diff, LOO_TRIM) < 0)
+            rbf = bool(trim_mean(diff, LOO_TRIM) < 0)
         else:
             weight = stacking_weight(losses_rbf, losses_linear)
             if STACK_SNAP <= weight <= 1 - STACK_SNAP:
-                for fit, part in ((fits[True], True), (fits[False], False)):
-                    fit.rbf, fit.ard = part, ard
                 return KernelMixture([fits[True], fits[False]], np.array([weight, 1 - weight]),
                                      rbf=True, ard=ard)
             rbf = bool(weight > STACK_SNAP)
-        fit = fits[rbf]
-    else:
-        fit = fit_kernel_regression(X, y, w, rbf=rbf, ard=ard, random_state=random_state)
-    fit.rbf, fit.ard = rbf, ard
-    return fit
+        return fits[rbf]
+    return fit_kernel_regression(X, y, w, rbf=rbf, ard=ard, random_state=random_state)
 
 
 def stacking_weight(losses_a, losses_b):
@@ -374,13 +371,6 @@ def stacking_weight(losses_a, losses_b):
         mid = 0.5 * (low + high)
         low, high = (mid, high) if slope(mid) > 0 else (low, mid)
     return 0.5 * (low + high)
-
-
-def _trimmed_mean(values, share):
-    """Mean of ``values`` without the ``floor(share * len(values))`` lowest and highest."""
-    values = np.sort(np.asarray(values, dtype=np.float64))
-    cut = int(share * len(values))
-    return float(values[cut:len(values) - cut].mean())
 
 
 def _seed(random_state):
