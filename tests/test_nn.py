@@ -8,6 +8,7 @@ import torch
 from torch import nn
 
 from sklmoo.nn import (LeNetTrunk, MLPTrunk, MultiTaskParticleNet, StackedModules,
+                       TrunkClassifier,
                        flatten_particles, make_update_rules, member_factory,
                        multitask_particle_step, unflatten_like)
 from sklmoo.samplers import LinearScalarization, RBFKernel
@@ -27,6 +28,54 @@ def test_stacked_forward_and_grads_equal_member_loop():
         ref(x).sum().backward()
         for p_stacked, p_ref in zip(ens.member_parameters(), ref.parameters()):
             torch.testing.assert_close(p_stacked.grad[m], p_ref.grad, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("make, shape", [
+    (lambda: MLPTrunk(6), (9, 6)),
+    (lambda: MLPTrunk(6, hidden_units=()), (9, 6)),                   # identity trunk
+    (lambda: MLPTrunk(12, hidden_units=(5, 4, 3)), (9, 3, 4)),         # flattened input
+    (lambda: TrunkClassifier(MLPTrunk(6, hidden_units=(8,)), 3), (9, 6)),
+    (lambda: nn.Sequential(nn.Linear(6, 5, bias=False), nn.ReLU(), nn.Linear(5, 2)), (9, 6)),
+])
+def test_dense_members_take_batched_products_with_the_member_loop_numbers(make, shape):
+    # plain dense members skip vmap: same outputs and gradients as each member on its own
+    torch.manual_seed(0)
+    members = [make() for _ in range(4)]
+    refs = [copy.deepcopy(m) for m in members]
+    ens = StackedModules(members)
+    assert ens._plan is not None
+    x = torch.randn(*shape)
+    out = ens(x)
+    weights = torch.randn(out.shape)
+    if ens.member_parameters():
+        (out * weights).sum().backward()
+    for m, ref in enumerate(refs):
+        torch.testing.assert_close(out[m], ref(x), rtol=1e-5, atol=1e-6)
+        if ens.member_parameters():
+            (ref(x) * weights[m]).sum().backward()
+        for p_stacked, p_ref in zip(ens.member_parameters(), ref.parameters()):
+            torch.testing.assert_close(p_stacked.grad[m], p_ref.grad, rtol=1e-5, atol=1e-6)
+
+
+class _ScaledTrunk(MLPTrunk):
+    def forward(self, x):
+        return 2.0 * super().forward(x)
+
+
+@pytest.mark.parametrize("make", [
+    lambda: _ScaledTrunk(6),                                # a subclass computes its own thing
+    lambda: nn.Sequential(nn.Linear(6, 5), nn.Tanh()),
+    lambda: nn.Sequential(nn.Linear(6, 5), nn.Dropout(0.5)),      # and follows eval()
+])
+def test_other_members_keep_vmap(make):
+    torch.manual_seed(0)
+    members = [make() for _ in range(3)]
+    refs = [copy.deepcopy(m).eval() for m in members]
+    ens = StackedModules(members).eval()
+    assert ens._plan is None
+    x = torch.randn(5, 6)
+    for m, ref in enumerate(refs):
+        torch.testing.assert_close(ens(x)[m], ref(x), rtol=1e-5, atol=1e-6)
 
 
 def test_members_are_initialised_independently_and_factories():

@@ -11,7 +11,7 @@ from sklearn.exceptions import NotFittedError
 from sklearn.utils import check_random_state
 from skorch import NeuralNet
 from skorch.dataset import unpack_data
-from skorch.utils import to_numpy, to_tensor
+from skorch.utils import to_tensor
 
 from ..nn import (METHODS, FunctionSpace, MultiTaskParticleNet, make_update_rules,
                   member_factory, multitask_particle_step)
@@ -371,10 +371,11 @@ class MTSGDNetBase(SklmooNetMixin, NeuralNet):
         if weight is not None:
             weight = to_tensor(weight, device=self.device)
         observed = self._observed(y_true)
+        every = bool(observed.all())           # the usual batch: no row to pick out per task
         losses = []
         for t, out in enumerate(y_pred):                             # out (B, M, ...)
-            rows = observed[:, t]
-            if not rows.any():
+            rows = slice(None) if every else observed[:, t]
+            if not every and not rows.any():
                 losses.append(None)
                 continue
             per = self._member_losses(out[rows], y_true[rows, t])    # (b, M)
@@ -413,12 +414,12 @@ class MTSGDNetBase(SklmooNetMixin, NeuralNet):
                 trunk_rule, head_rule, function_space)
         except FloatingPointError as exc:
             raise FloatingPointError(f"sampler diverged in epoch {epoch}: {exc}") from exc
-        self.history.record_batch("task_weights", to_numpy(info.weights).tolist())
+        record = {"task_weights": info.weights.tolist()}
         for part in ("trunk", "head"):
-            self.history.record_batch(f"{part}_repulsion", getattr(info, f"{part}_repulsion_ratio"))
-            self.history.record_batch(f"{part}_drive_norm", getattr(info, f"{part}_drive_norm"))
-            self.history.record_batch(f"{part}_repulsion_norm",
-                                      getattr(info, f"{part}_repulsion_norm"))
+            record[f"{part}_repulsion"] = getattr(info, f"{part}_repulsion_ratio")
+            record[f"{part}_drive_norm"] = getattr(info, f"{part}_drive_norm")
+            record[f"{part}_repulsion_norm"] = getattr(info, f"{part}_repulsion_norm")
+        self.history[-1]["batches"][-1].update(record)         # History.record_batch, at once
         return {"loss": loss.detach(), "y_pred": y_pred}
 
     def _guarded_tensors(self):

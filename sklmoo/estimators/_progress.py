@@ -34,6 +34,8 @@ class ProgressLog(PrintLog):
         offset = getattr(net, "_epoch_offset", 0)
         self.budget_ = offset + getattr(net, "max_epochs_", net.max_epochs)
         self.colour_ = self.sink is print and sys.stdout.isatty()
+        if self.sink is print and not net.verbose:
+            return                   # a table nobody would see (another sink gets every row)
         super().on_epoch_end(net, **kwargs)
 
     def table(self, row):

@@ -6,6 +6,7 @@ from torch.func import functional_call, vmap
 
 from .._io import backed_by_storage
 from ._ensemble import StackedModules
+from ._trunks import dense_forward, dense_plan
 
 
 class TrunkClassifier(nn.Module):
@@ -26,6 +27,14 @@ class TrunkClassifier(nn.Module):
 
     def forward(self, x):
         return self.head(self.trunk(x))
+
+    def _dense_plan(self, prefix=""):
+        """The trunk's and the head's :func:`~sklmoo.nn._trunks.dense_plan` (None when the
+        trunk is not a plain dense network, or for a subclass)."""
+        if type(self) is not TrunkClassifier:
+            return None
+        trunk = dense_plan(self.trunk, prefix + "trunk.")
+        return None if trunk is None else trunk + dense_plan(self.head, prefix + "head.")
 
 
 class SampleStore(nn.Module):
@@ -244,5 +253,10 @@ class ChainEnsemble(nn.Module):
         def one(p, b, inp):
             return functional_call(skeleton, (p, b), (inp,))
 
-        out = vmap(one, in_dims=(0, 0, None))(params, buffers, self._reshape(x))
+        x = self._reshape(x)
+        plan = getattr(self.chains, "_plan", None)
+        if plan is not None and (x.ndim == 2 or plan[:1] == [("flatten", ())]):
+            out = dense_forward(plan, params, x, n_draws * n_chains)
+        else:
+            out = vmap(one, in_dims=(0, 0, None))(params, buffers, x)
         return out.reshape(n_draws, n_chains, *out.shape[1:])

@@ -7,6 +7,8 @@ import torch
 from torch import nn
 from torch.func import functional_call, stack_module_state, vmap
 
+from ._trunks import dense_forward, dense_plan
+
 
 def _reinitialise(module):
     for sub in module.modules():
@@ -75,6 +77,8 @@ class StackedModules(nn.Module):
         # an unregistered, storage-free copy of the architecture: functional_call supplies every
         # tensor, so the skeleton never moves between devices and holds no memory
         self.__dict__["_skeleton"] = copy.deepcopy(members[0]).to("meta")
+        # a plain dense member: batched products (the numbers vmap gives, without its overhead)
+        self._plan = None if self._buffer_names else dense_plan(members[0])
 
     @staticmethod
     def _key(name):
@@ -90,6 +94,10 @@ class StackedModules(nn.Module):
 
     def forward(self, x):
         """Evaluate every member on the same input ``x`` -> (M, batch, ...)."""
+        plan = getattr(self, "_plan", None)          # (absent from modules pickled before it)
+        if plan is not None and (x.ndim == 2 or plan[:1] == [("flatten", ())]):
+            return dense_forward(plan, {n: getattr(self, self._key(n)) for n in self._param_names},
+                                 x, self.n_members)
         params = {n: getattr(self, self._key(n)) for n in self._param_names}
         buffers = {n: getattr(self, self._key(n)) for n in self._buffer_names}
         skeleton = self._skeleton
@@ -98,6 +106,13 @@ class StackedModules(nn.Module):
             return functional_call(skeleton, (p, b), (inp,))
 
         return vmap(one, in_dims=(0, 0, None), randomness="different")(params, buffers, x)
+
+    def train(self, mode=True):
+        """nn.Module's, and the same mode for the unregistered skeleton the members run in
+        (a member's dropout or batch norm must follow ``eval()``)."""
+        super().train(mode)
+        self._skeleton.train(mode)
+        return self
 
     def __getstate__(self):
         state = self.__dict__.copy()

@@ -213,8 +213,10 @@ def multitask_particle_step(net, task_losses, trunk_rule, head_rule, function_sp
     phi, info = trunk_rule.direction(flatten_particles(trunk_params).detach(),
                                      torch.stack(trunk_scores), log_densities=log_densities)
     _set_grads(trunk_params, phi)
-    weights = info.weights.new_zeros(info.weights.shape[:-1] + (len(task_losses),))
-    weights[..., active] = info.weights
+    weights = info.weights
+    if len(active) < len(task_losses):
+        weights = weights.new_zeros(weights.shape[:-1] + (len(task_losses),))
+        weights[..., active] = info.weights
     ratios = [r for r in head_ratios if r is not None]
     norms = [(float(d), float(r)) for d, r in head_norms if d is not None and r is not None]
     return StepInfo(weights, info.repulsion_ratio,

@@ -29,9 +29,8 @@ def pairwise_sq_dists(x):
     sq_norms = (x * x).sum(dim=1)
     gram = x @ x.T
     sq = sq_norms[:, None] + sq_norms[None, :] - 2.0 * gram
-    sq = sq.clamp_min(0.0)
     # exact zeros on the diagonal, which the expansion only approximates
-    return sq - torch.diag_embed(torch.diagonal(sq))
+    return sq.clamp_min(0.0).fill_diagonal_(0.0)
 
 
 @dataclass

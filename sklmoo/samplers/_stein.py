@@ -5,7 +5,7 @@ log-densities at each particle -- to a velocity field ``phi`` (M, d) that the ca
 (``theta <- theta + eps * phi``, or hands ``-phi`` to an optimiser as a gradient).
 """
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Optional
 
 import torch
@@ -19,7 +19,6 @@ from ._simplex_qp import min_norm_weights
 TASK_NORMALIZATIONS = ("none", "l2", "loss", "loss+")
 
 
-@dataclass
 class DirectionInfo:
     """What a direction rule computed on the way.
 
@@ -28,11 +27,14 @@ class DirectionInfo:
     gram : Tensor
         The QP matrix: (K, K) for MT-SGD and SVGD (the RKHS Gram matrix U of the per-target
         Stein directions), (M, K, K) for MOO-SVGD and MGDA (per-particle score Gram matrices),
-        None for linear scalarisation.
+        None for linear scalarisation. With one target (SVGD) the weights do not need it: it is
+        computed when first read.
     weights : Tensor
         The target weights: (K,) for MT-SGD / SVGD / linear, (M, K) for MOO-SVGD / MGDA.
     sigma2 : Tensor or None
         The squared kernel bandwidth used, None for kernel-free rules.
+    drive_norm, repulsion_norm : Tensor or None
+        Norms of the driving and repulsive parts of phi (kernel rules), else None.
 
     Examples
     --------
@@ -44,11 +46,22 @@ class DirectionInfo:
     (torch.Size([2]), 1.0)
     """
 
-    gram: Optional[torch.Tensor]
-    weights: torch.Tensor
-    sigma2: Optional[torch.Tensor] = None
-    drive_norm: Optional[torch.Tensor] = None
-    repulsion_norm: Optional[torch.Tensor] = None
+    def __init__(self, gram, weights, sigma2=None, drive_norm=None, repulsion_norm=None):
+        self._gram = gram               # a tensor, None, or a function computing it on demand
+        self.weights = weights
+        self.sigma2 = sigma2
+        self.drive_norm = drive_norm
+        self.repulsion_norm = repulsion_norm
+
+    @property
+    def gram(self):
+        if callable(self._gram):
+            self._gram = self._gram()
+        return self._gram
+
+    def __repr__(self):
+        fields = ("gram", "weights", "sigma2", "drive_norm", "repulsion_norm")
+        return f"DirectionInfo({', '.join(f'{f}={getattr(self, f)!r}' for f in fields)})"
 
     @property
     def repulsion_ratio(self):
@@ -69,7 +82,9 @@ def _check_inputs(particles, scores):
             f"scores must be (K, M, d) matching particles {tuple(particles.shape)}, "
             f"got shape {tuple(scores.shape)}"
         )
-    if not torch.isfinite(scores).all():
+    # a finite sum means every entry is finite (one inf or NaN makes it inf or NaN); only a
+    # sum that overflowed needs the entry-wise test
+    if not (torch.isfinite(scores.sum()) or torch.isfinite(scores).all()):
         raise FloatingPointError("scores contain NaN or inf: the sampler has diverged")
     return particles.detach(), scores.detach()
 
@@ -237,6 +252,14 @@ class _KernelRule:
         return replace(terms, matrix=m * torch.eye(m, dtype=terms.matrix.dtype,
                                                    device=terms.matrix.device))
 
+    def _weigh(self, matrix, scores):
+        """:math:`\\sum_b k_{ab} s_k(\\theta_b)` for every target k, (K, M, d); without
+        ``smooth_drive`` the matrix is :math:`MI` and this is :math:`M s_k(\\theta_a)`, with
+        no product (the same numbers)."""
+        if self.smooth_drive:
+            return torch.einsum("ab,kbd->kad", matrix, scores)
+        return matrix.shape[0] * scores
+
 
 class MTSGD(_KernelRule):
     r"""Multi-target sampling gradient descent (Phan et al., 2022, Algorithm 1).
@@ -304,18 +327,32 @@ class MTSGD(_KernelRule):
         ``log_densities`` (M, K), the targets' log-density values at the particles, is needed
         only by kernels on those values (:class:`~sklmoo.samplers.LogDensityRBFKernel`).
         """
-        particles, scores = _check_inputs(particles, scores)
+        particles, raw = _check_inputs(particles, scores)
+        m, n_targets = particles.shape[0], raw.shape[0]
         # the kernel sees the true scores (a log-density kernel's Jacobian), U and the drive
         # the rescaled ones
-        terms = self._stein_terms(particles, scores, log_densities)
-        raw, scores = scores, normalize_task_scores(scores, self.task_normalization,
-                                                    log_densities)
-        gram, kernel_scores = stein_gram(terms, scores, self.repulsion)
-        weights = min_norm_weights(gram)
-        if not self.normalize_drive and scores is not raw:
-            kernel_scores = torch.einsum("ab,kbd->kad", terms.matrix, raw)
-        m = particles.shape[0]
-        drive = torch.einsum("k,kad->ad", weights, kernel_scores) / m
+        if n_targets == 1:
+            # the drive needs no kernel matrix without smooth_drive (_weigh): no M I built
+            terms = (self._stein_terms(particles, raw, log_densities, trace=False)
+                     if self.smooth_drive
+                     else self.kernel.stein_terms(particles, raw, log_densities, trace=False))
+            # one target weighs 1 whatever U is: U (with the kernel's trace) only when read
+            def gram():
+                return stein_gram(self._stein_terms(particles, raw, log_densities),
+                                  normalize_task_scores(raw, self.task_normalization,
+                                                        log_densities), self.repulsion)[0]
+            weights = raw.new_ones(1)
+            scores = raw if not self.normalize_drive else normalize_task_scores(
+                raw, self.task_normalization, log_densities)
+            drive = self._weigh(terms.matrix, scores)[0] / m
+        else:
+            terms = self._stein_terms(particles, raw, log_densities)
+            scores = normalize_task_scores(raw, self.task_normalization, log_densities)
+            gram, kernel_scores = stein_gram(terms, scores, self.repulsion)
+            weights = min_norm_weights(gram)
+            if not self.normalize_drive and scores is not raw:
+                kernel_scores = self._weigh(terms.matrix, raw)
+            drive = torch.einsum("k,kad->ad", weights, kernel_scores) / m
         repulsive = self.repulsion * terms.repulsive / m
         return drive + repulsive, DirectionInfo(gram=gram, weights=weights, sigma2=terms.sigma2,
                                                 drive_norm=drive.norm(),
