@@ -1,58 +1,87 @@
-"""Cost per optimiser step of a whole default fit, against a bare batched torch loop over the
+"""Cost per optimiser step of a whole default fit, against bare batched torch loops over the
 same networks (issue 33's yardstick).
 
-A default ``MTSGDMultiTaskClassifier`` fit on 1,000 x 10 (a noisy linear boundary): its wall
-time divided by the optimiser steps it took (validation passes, callbacks, early stopping and
-the final calibration included). The baseline is a bare loop over the same five networks
-(``MLPTrunk`` 64-64 and a linear head, evaluated in one ``vmap`` / ``functional_call``),
-Adam at 1e-3, batches of 64 sliced from tensors in memory, no validation. Both run in this
-process, one thread, interleaved ``--repeats`` times; the ratio is what the issue bounds
-(1.5x).
+A default ``MTSGDMultiTaskClassifier`` fit (a noisy linear boundary in 10 features; one task,
+and two tasks for the QP's share): its wall time divided by the optimiser steps it took
+(validation passes, callbacks, early stopping and the final calibration included), at 1,000
+rows (batches of 64) and 20,000 rows (``batch_size='auto'``: 512). Two bare loops over the
+same five networks (``MLPTrunk`` 64-64 and one linear head per task), Adam at 1e-3, batches
+of the fit's size sliced from tensors in memory, no validation, one cross-entropy per task:
 
-Run: ``python benchmarks/bench_step_cost.py [--repeats 3]`` (about a minute); prints the
-table.
+* ``vmap``: the networks evaluated in one ``vmap`` / ``functional_call`` (the loop the issue
+  measured against);
+* ``bmm``: the same networks as one batched matrix product per layer, what the estimators'
+  own forward does for plain dense networks (so the fairest denominator).
+
+All in this process, one thread, interleaved ``--repeats`` times; the table gives medians.
+
+Run: ``python benchmarks/bench_step_cost.py [--repeats 3]`` (about three minutes). Writes
+``docs/benchmarks/step_cost.md`` and ``step_cost.json``.
 """
 
-import argparse
-import time
-import warnings
+import os
 
-import numpy as np
-import torch
-from torch.func import functional_call, stack_module_state, vmap
+for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")
 
-from sklmoo import MTSGDMultiTaskClassifier
-from sklmoo.nn import MLPTrunk
+import argparse  # noqa: E402
+import json  # noqa: E402
+import subprocess  # noqa: E402
+import time  # noqa: E402
+import warnings  # noqa: E402
 
-N, D, M, BATCH = 1000, 10, 5, 64
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+from torch.func import functional_call, stack_module_state, vmap  # noqa: E402
+
+from sklmoo import MTSGDMultiTaskClassifier  # noqa: E402
+from sklmoo.nn import MLPTrunk, TrunkClassifier  # noqa: E402
+from sklmoo.nn._trunks import dense_forward, dense_plan  # noqa: E402
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+MD = os.path.join(ROOT, "docs", "benchmarks", "step_cost.md")
+JSON = os.path.join(ROOT, "docs", "benchmarks", "step_cost.json")
+D, M = 10, 5
 
 
-def data():
-    rng = np.random.default_rng(0)
-    X = rng.normal(size=(N, D)).astype(np.float32)
-    return X, (X[:, 0] + 0.5 * rng.normal(size=N) > 0).astype(int)
+def data(n, tasks=1, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, D)).astype(np.float32)
+    y = np.stack([(X[:, t] + 0.5 * rng.normal(size=n) > 0) for t in range(tasks)], 1)
+    return X, y.astype(int)[:, 0] if tasks == 1 else y.astype(int)
 
 
-def bare_step_seconds(X, y, steps):
+def bare_step_seconds(X, y, steps, batch, forward="vmap"):
+    """Seconds per step of the bare loop (see the module docstring)."""
     torch.manual_seed(0)
-    nets = [torch.nn.Sequential(MLPTrunk(D), torch.nn.Linear(64, 2)) for _ in range(M)]
+    Y = y[:, None] if y.ndim == 1 else y
+    tasks = Y.shape[1]
+    nets = [TrunkClassifier(MLPTrunk(D), 2 * tasks) for _ in range(M)]
     params, buffers = stack_module_state(nets)
     params = {k: v.detach().requires_grad_() for k, v in params.items()}
-    skeleton = nets[0]
+    skeleton, plan = nets[0], dense_plan(nets[0])
     optimizer = torch.optim.Adam(params.values(), lr=1e-3)
-    Xt, yt = torch.as_tensor(X), torch.as_tensor(y)
+    Xt, Yt = torch.as_tensor(X), torch.as_tensor(Y)
 
     def one(p, b, x):
         return functional_call(skeleton, (p, b), (x,))
 
-    generator, done = torch.Generator().manual_seed(0), 0
+    def evaluate(x):
+        if forward == "vmap":
+            return vmap(one, in_dims=(0, 0, None))(params, buffers, x)
+        return dense_forward(plan, params, x, M)
+
+    n, generator, done = len(X), torch.Generator().manual_seed(0), 0
     start = time.perf_counter()
     while done < steps:
-        order = torch.randperm(N, generator=generator)
-        for s in range(0, N, BATCH):
-            index = order[s:s + BATCH]
-            out = vmap(one, in_dims=(0, 0, None))(params, buffers, Xt[index])   # (M, b, 2)
-            loss = torch.nn.functional.cross_entropy(out.reshape(-1, 2), yt[index].repeat(M))
+        order = torch.randperm(n, generator=generator)
+        for s in range(0, n, batch):
+            index = order[s:s + batch]
+            out = evaluate(Xt[index])                                     # (M, b, 2 T)
+            target = Yt[index]
+            loss = sum(torch.nn.functional.cross_entropy(
+                out[..., 2 * t:2 * t + 2].reshape(-1, 2), target[:, t].repeat(M))
+                for t in range(tasks))
             optimizer.zero_grad()
             loss.backward()
             optimizer.step()
@@ -68,26 +97,57 @@ def estimator_step_seconds(X, y):
     clf.fit(X, y)
     seconds = time.perf_counter() - start
     steps = sum(epoch["train_batch_count"] for epoch in clf.history)
-    return seconds / steps, steps, len(clf.history)
+    return seconds / steps, steps, len(clf.history), clf.batch_size_
 
 
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--rows", type=int, nargs="+", default=[1000, 20000])
     args = parser.parse_args()
     torch.set_num_threads(1)
     warnings.simplefilter("ignore")
-    X, y = data()
-    print("| repeat | bare loop ms / step | default fit ms / step | steps (epochs) | ratio |")
-    print("|---|---|---|---|---|")
-    ratios = []
-    for r in range(args.repeats):
-        bare = bare_step_seconds(X, y, 800)
-        fit, steps, epochs = estimator_step_seconds(X, y)
-        ratios.append(fit / bare)
-        print(f"| {r} | {1e3 * bare:.2f} | {1e3 * fit:.2f} | {steps} ({epochs}) | "
-              f"{fit / bare:.2f} |")
-    print(f"\nmedian ratio {np.median(ratios):.2f}")
+    MTSGDMultiTaskClassifier(random_state=0, max_epochs=1).fit(*data(200))    # imports, warm-up
+    results = []
+    for n in args.rows:
+        for tasks in (1, 2):
+            X, y = data(n, tasks)
+            runs = []
+            for _ in range(args.repeats):
+                fit, steps, epochs, batch = estimator_step_seconds(X, y)
+                bare = {f: bare_step_seconds(X, y, min(steps, 600), batch, f)
+                        for f in ("vmap", "bmm")}
+                runs.append(dict(fit=fit, steps=steps, epochs=epochs, batch=batch, **bare))
+            row = dict(rows=n, tasks=tasks, batch=runs[0]["batch"], steps=runs[0]["steps"],
+                       epochs=runs[0]["epochs"],
+                       **{k: float(np.median([r[k] for r in runs]))
+                          for k in ("fit", "vmap", "bmm")})
+            row["ratio_vmap"] = float(np.median([r["fit"] / r["vmap"] for r in runs]))
+            row["ratio_bmm"] = float(np.median([r["fit"] / r["bmm"] for r in runs]))
+            results.append(row)
+            print(row, flush=True)
+    write(results, args)
+
+
+def write(results, args):
+    from sklmoo._io import atomic_write_text
+
+    commit = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"],
+                            capture_output=True, text=True).stdout.strip() or "unknown"
+    lines = ["# Step cost of a default fit", "",
+             f"`python benchmarks/bench_step_cost.py --repeats {args.repeats}` (code {commit}, "
+             f"torch {torch.__version__}, one thread; medians of {args.repeats} interleaved "
+             "runs). Milliseconds per optimiser step; a fit's time includes its validation "
+             "passes, callbacks, early stopping and calibration.", "",
+             "| rows | tasks | batch | steps (epochs) | default fit | bare loop, vmap | "
+             "bare loop, bmm | fit / vmap loop | fit / bmm loop |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for r in results:
+        lines.append(f"| {r['rows']:,} | {r['tasks']} | {r['batch']} | {r['steps']} "
+                     f"({r['epochs']}) | {1e3 * r['fit']:.2f} | {1e3 * r['vmap']:.2f} | "
+                     f"{1e3 * r['bmm']:.2f} | {r['ratio_vmap']:.2f}x | {r['ratio_bmm']:.2f}x |")
+    atomic_write_text(MD, "\n".join(lines) + "\n")
+    atomic_write_text(JSON, json.dumps(dict(commit=commit, results=results), indent=1))
 
 
 if __name__ == "__main__":
