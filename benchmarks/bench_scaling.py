@@ -15,9 +15,17 @@ without their first level):
   time, distance, hour (9 numeric features).
 * ``fertility`` (classification): AER::Fertility (1980 US census), 254,654 rows; a third child
   from the first two children's sexes, the mother's age, ethnicity and weeks worked (7).
+* ``mortgages`` (classification): causaldata::mortgages (1980 census, men born 1923-1932),
+  214,144 rows; home ownership from state of birth, quarter of birth, non-white, veteran of
+  WWII or Korea and the birth quarter's distance to the draft cohort (55 features).
 * ``cps1988`` (regression): AER::CPS1988 (March 1988 Current Population Survey), 28,155 rows;
   log weekly wage from education, experience, ethnicity, city, region, part time (8); only up
   to 20,000 training rows.
+* ``birthdays`` (regression): mosaicData::Birthdays (US births per state and day, 1969-1988),
+  372,864 rows; log births from year, month, day of the month, state and weekday (59).
+* ``wvs`` (regression): stevedata::wvs_justifbribe (World Values Survey), 330,664 rows
+  with an answer; how justifiable taking a bribe is (1-10) from the survey
+  wave, year and country (98).
 
 Protocol, per table: one seed (0); 4,000 test rows drawn first, then the first n of the rest
 (the same rows for every model); a ``StandardScaler`` fitted on the training rows. Models:
@@ -92,9 +100,30 @@ def load_cps1988():
     return X, np.log(df["wage"].to_numpy(float))
 
 
+def load_mortgages():
+    df = _rd("causaldata", "mortgages").dropna()
+    X = _design(df, ["qob", "nonwhite", "vet_wwko", "qob_minus_kw"], ["bpl"])
+    return X, df["home_ownership"].to_numpy(int)
+
+
+def load_birthdays():
+    df = _rd("mosaicData", "Birthdays").dropna()
+    X = _design(df, ["year", "month", "day"], ["state", "wday"])
+    return X, np.log(df["births"].to_numpy(float))
+
+
+def load_wvs():
+    df = _rd("stevedata", "wvs_justifbribe").dropna()
+    X = _design(df, ["s002", "s020"], ["country"])
+    return X, df["f117"].to_numpy(float)
+
+
 TABLES = {"flights": ("classification", load_flights),
           "fertility": ("classification", load_fertility),
-          "cps1988": ("regression", load_cps1988)}
+          "mortgages": ("classification", load_mortgages),
+          "cps1988": ("regression", load_cps1988),
+          "birthdays": ("regression", load_birthdays),
+          "wvs": ("regression", load_wvs)}
 MODELS = {"classification": ("mtsgd", "l2e", "mlp", "hgb"),
           "regression": ("mtsgd", "mlp", "hgb")}
 LABELS = {"mtsgd": "MT-SGD (sklmoo)", "l2e": "L2E (sklmoo)", "mlp": "5 MLPs averaged",
@@ -266,7 +295,7 @@ def write_page(rows):
         lines.append("")
     from sklmoo._io import atomic_write_text
     atomic_write_text(MD, "\n".join(lines) + "\n")
-    fig, axes = plt.subplots(3, len(tables), figsize=(4.2 * len(tables), 9.5), squeeze=False)
+    fig, axes = plt.subplots(3, len(tables), figsize=(3.6 * len(tables), 9.5), squeeze=False)
     for j, table in enumerate(tables):
         for key in MODELS[TABLES[table][0]]:
             pts = sorted((r["n"], r["nll"], r["fit_seconds"], r.get("peak_mb", np.nan))
