@@ -123,6 +123,16 @@ def test_linear_scalarization_and_input_validation():
     bad[0, 0, 0] = float("inf")
     with pytest.raises(FloatingPointError, match="diverged"):
         MTSGD().direction(x, bad)
+    for rule, k in ((MTSGD(), 2), (SVGD(), 1)):          # finite scores whose U overflows
+        huge = s[:k].float() * 1e25
+        with pytest.raises(FloatingPointError, match="diverged"):
+            rule.direction(x.float(), huge)
+    # one NaN among finite scores, in one target or several
+    nan = s.clone()
+    nan[1, 2, 1] = float("nan")
+    for rule, scores in ((MTSGD(), nan), (SVGD(), nan[1:])):
+        with pytest.raises(FloatingPointError, match="NaN or inf"):
+            rule.direction(x, scores)
 
 
 # --- kernel on the log-density values (objective space) ---------------------------------------

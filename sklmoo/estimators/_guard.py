@@ -13,7 +13,7 @@ from sklearn.exceptions import NotFittedError
 from sklearn.utils.validation import validate_data
 
 from ._progress import ProgressLog
-from ._rows import RowBatches, RowData, row_source
+from ._rows import DatasetRows, RowBatches, RowData, max_abs, row_source, take_rows
 from ._saved_params import check_files, checked_loads, files_to_load, restore, snapshot
 from ._validation import ValidationSplit, user_stacklevel
 from ._weights import check_data_weight, normalised
@@ -184,9 +184,21 @@ class SklmooNetMixin:
     def _validate_X(self, X, reset):
         """Finite float32 ``X`` of any rank; on ``reset`` also the shape of one sample
         (``input_shape`` when images come flat)."""
-        # a read-only array (pandas' to_numpy(), joblib's and np.load's memory maps) is not
-        # copied: batches are gathered from it with NumPy (RowData)
-        X = validate_data(self, X, reset=reset, allow_nd=True, dtype=np.float32)
+        if isinstance(X, (torch.utils.data.Dataset, DatasetRows)):
+            # a torch Dataset stays where it is: its rows are read a batch at a time, and
+            # checked then (DatasetRows)
+            X = DatasetRows(X)
+            n_features = int(np.prod(X.shape[1:]))
+            if reset:
+                self.n_features_in_ = n_features
+                self.__dict__.pop("feature_names_in_", None)
+            elif n_features != getattr(self, "n_features_in_", n_features):
+                raise ValueError(f"X has {n_features} features, but {type(self).__name__} is "
+                                 f"expecting {self.n_features_in_} features as input.")
+        else:
+            # a read-only array (pandas' to_numpy(), joblib's and np.load's memory maps) is
+            # not copied: batches are gathered from it with NumPy (RowData)
+            X = validate_data(self, X, reset=reset, allow_nd=True, dtype=np.float32)
         if reset:
             shape = X.shape[1:]
             if self.input_shape is not None:
@@ -202,6 +214,18 @@ class SklmooNetMixin:
                                      f"{int(np.prod(X.shape[1:]))} features of X")
             self.input_shape_ = tuple(shape)
         return X
+
+    def _dataset_targets(self, X, y):
+        """``(X, y)`` for a fit: with ``y=None`` and a torch ``Dataset`` of ``(x, y)`` items
+        (skorch's convention), every item's ``y`` (read once; the inputs stay in the dataset).
+        Without y and without such a dataset: scikit-learn's ``ValueError``."""
+        if y is not None:
+            return X, y
+        if isinstance(X, (torch.utils.data.Dataset, DatasetRows)):
+            X = DatasetRows(X)
+            return X, X.targets()
+        raise ValueError(f"{type(self).__name__} requires y to be passed, but the target y is "
+                         "None")
 
     def _default_trunk_factory(self):
         """A factory of the default network body for the data seen in fit: a LeNet-style CNN
@@ -340,7 +364,7 @@ class SklmooNetMixin:
         try:
             NeuralNet.partial_fit(self, X, y, epochs=self.max_epochs_, **fit_params)
         except FloatingPointError as exc:
-            magnitude = float(np.abs(np.asarray(X)).max()) if len(X) else 0.0
+            magnitude = max_abs(X)
             if magnitude > LARGE_FEATURE_MAGNITUDE:
                 # the likeliest cause, named: the networks expect features of order one
                 raise FloatingPointError(
@@ -534,7 +558,7 @@ class SklmooNetMixin:
                             "ValidSplit and sklmoo's ValidationSplit do) for calibration; set "
                             "calibration=None with this train_split")
         indices = np.asarray(indices, dtype=np.int64)
-        return tuple(a[indices] for a in arrays)
+        return tuple(take_rows(a, indices) for a in arrays)
 
     @staticmethod
     def _row_mean_weights(weight, observed):

@@ -21,7 +21,7 @@ from ..metrics._recalibration import apply_temperature, fit_temperature
 from ..nn import ChainEnsemble, TrunkClassifier, member_factory
 from ..samplers import SGMCMC_SAMPLERS, MetaSampler, SamplerOptimizer, make_sgmcmc
 from ._guard import SklmooNetMixin
-from ._rows import batch_targets
+from ._rows import batch_targets, take_rows
 from ._validation import ValidationSplit
 from ._weights import check_sample_weight, class_weights
 
@@ -320,7 +320,7 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
                              f"{classes.tolist()}")
         return np.searchsorted(classes, y).astype(np.int64), classes
 
-    def fit(self, X, y, sample_weight=None, **fit_params):
+    def fit(self, X, y=None, sample_weight=None, **fit_params):
         """Run the chains on ``(X, y)`` and collect their samples.
 
         With ``warm_start=True`` on a fitted estimator (same features and classes), the chains
@@ -329,11 +329,13 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
 
         Parameters
         ----------
-        X : array-like of shape (n_samples, n_features) or (n_samples, C, H, W)
-            Training inputs (array, DataFrame; images as (n, C, H, W) or flat with
-            ``input_shape``).
-        y : array-like
-            Targets (see the class description).
+        X : array-like of shape (n_samples, n_features) or (n_samples, C, H, W), or Dataset
+            Training inputs (array, DataFrame, memory map; images as (n, C, H, W) or flat
+            with ``input_shape``), or a torch ``Dataset`` whose items are ``(x, y)``: its rows
+            are read a batch at a time, never copied whole.
+        y : array-like, default=None
+            Targets (see the class description); None only with a ``Dataset`` of
+            ``(x, y)`` items, whose ``y`` are then read once.
         sample_weight : array-like of shape (n_samples,), default=None
             Weight of each row in the sampler's likelihood, the validation split and the
             calibration (an integer weight acts like repeated rows, zero removes the row);
@@ -348,7 +350,7 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
         continuing = bool(self.warm_start and self.__sklearn_is_fitted__())
         return self._fit(X, y, continuing, fit_params, sample_weight=sample_weight)
 
-    def partial_fit(self, X, y, classes=None, sample_weight=None, **fit_params):
+    def partial_fit(self, X, y=None, classes=None, sample_weight=None, **fit_params):
         """Continue the chains for ``max_epochs`` epochs and collect ``n_draws`` more draws
         per chain (a first call fits from scratch).
 
@@ -370,6 +372,7 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
                          sample_weight=sample_weight)
 
     def _fit(self, X, y, continuing, fit_params, classes=None, sample_weight=None):
+        X, y = self._dataset_targets(X, y)
         if not continuing:
             # a new fit replaces the fitted model whether or not it succeeds: the parameters
             # may already have changed (set_params), so the old model no longer matches them
@@ -402,7 +405,8 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
             weight = self._row_weights(codes, sample_weight)
         if not (weight > 0).all():
             # a zero weight removes a row
-            X, codes, weight = X[weight > 0], codes[weight > 0], weight[weight > 0]
+            X, codes, weight = (take_rows(X, weight > 0), codes[weight > 0],
+                                weight[weight > 0])
         if not continuing:
             self.seed_ = int(check_random_state(self.random_state).randint(np.iinfo(np.int32).max))
             self.initialize()

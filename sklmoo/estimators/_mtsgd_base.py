@@ -17,7 +17,7 @@ from ..nn import (METHODS, FunctionSpace, MultiTaskParticleNet, make_update_rule
                   member_factory, multitask_particle_step)
 from ..samplers import TASK_NORMALIZATIONS, LinearScalarization, PrecomputedKernel, RBFKernel
 from ._guard import SklmooNetMixin
-from ._rows import batch_targets
+from ._rows import batch_targets, take_rows
 from ._validation import RestoreBestEarlyStopping
 from ._weights import check_sample_weight
 
@@ -107,7 +107,7 @@ class MTSGDNetBase(SklmooNetMixin, NeuralNet):
         X = self._validate_X(X, reset=False)
         return X, self._continuation_targets(y, X.shape[0], partial)
 
-    def fit(self, X, y, sample_weight=None, **fit_params):
+    def fit(self, X, y=None, sample_weight=None, **fit_params):
         """Fit the particles on ``X`` and the target ``y`` (n_samples,) or (n_samples, n_tasks).
 
         Validates the data (the network's heads are sized from it), leaves out samples without
@@ -123,11 +123,13 @@ class MTSGDNetBase(SklmooNetMixin, NeuralNet):
 
         Parameters
         ----------
-        X : array-like of shape (n_samples, n_features) or (n_samples, C, H, W)
-            Training inputs (array, DataFrame; images as (n, C, H, W) or flat with
-            ``input_shape``).
-        y : array-like
-            Targets (see the class description).
+        X : array-like of shape (n_samples, n_features) or (n_samples, C, H, W), or Dataset
+            Training inputs (array, DataFrame, memory map; images as (n, C, H, W) or flat
+            with ``input_shape``), or a torch ``Dataset`` whose items are ``(x, y)``: its rows
+            are read a batch at a time, never copied whole.
+        y : array-like, default=None
+            Targets (see the class description); None only with a ``Dataset`` of
+            ``(x, y)`` items, whose ``y`` are then read once.
         sample_weight : array-like of shape (n_samples,), default=None
             Weight of each row in the training and validation losses, the validation split
             and the calibration (an integer weight acts like repeated rows, zero removes the
@@ -139,6 +141,7 @@ class MTSGDNetBase(SklmooNetMixin, NeuralNet):
         -------
         self
         """
+        X, y = self._dataset_targets(X, y)
         if self.warm_start and self.__sklearn_is_fitted__():
             X, targets = self._continue(X, y, partial=False)
             weight = self._row_weights(targets, sample_weight)
@@ -150,7 +153,7 @@ class MTSGDNetBase(SklmooNetMixin, NeuralNet):
             self.initialize()
         return self._fit_epochs(X, targets, weight, fit_params)
 
-    def partial_fit(self, X, y, classes=None, sample_weight=None, **fit_params):
+    def partial_fit(self, X, y=None, classes=None, sample_weight=None, **fit_params):
         """Train ``max_epochs`` more epochs on ``(X, y)``, keeping the particles.
 
         The first call fits new particles, sized from its targets; later calls continue them
@@ -177,6 +180,7 @@ class MTSGDNetBase(SklmooNetMixin, NeuralNet):
         -------
         self
         """
+        X, y = self._dataset_targets(X, y)
         if self.__sklearn_is_fitted__():
             if classes is not None:
                 self._check_same_classes(classes)
@@ -211,7 +215,8 @@ class MTSGDNetBase(SklmooNetMixin, NeuralNet):
             raise ValueError("y has no observed target with a non-zero weight in any task"
                              if observed.any() else "y has no observed target in any task")
         if not keep.all():
-            X, targets, weight, observed = X[keep], targets[keep], weight[keep], observed[keep]
+            X, targets, weight, observed = (take_rows(X, keep), targets[keep], weight[keep],
+                                            observed[keep])
         train, valid = self._split_rows(X, targets, weight, observed, **fit_params)
         n_train = len(train)
         data_weight = self._data_weight(train, weight, observed)

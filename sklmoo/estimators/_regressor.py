@@ -632,7 +632,7 @@ class MTSGDRegressor(RegressorMixin, MTSGDNetBase):
             return self._shaped(mean)
         return self._shaped(mean), self._shaped(np.sqrt(aleatoric + epistemic) * self.y_scale_)
 
-    def partial_fit(self, X, y, sample_weight=None, **fit_params):
+    def partial_fit(self, X, y=None, sample_weight=None, **fit_params):
         """Train ``max_epochs`` more epochs on ``(X, y)``, keeping the particles.
 
         The first call fits new particles (and the linear mean function, see

@@ -30,8 +30,8 @@ class RowData(Dataset):
         self.X, self.y, self.weight = X, y, weight
         # shares the array's memory; a read-only array (a memory map opened 'r') stays a
         # NumPy array, gathered with NumPy (torch refuses to wrap it without a copy warning)
-        self._X = X if isinstance(X, np.ndarray) and not X.flags.writeable \
-            else torch.as_tensor(X)
+        self._X = X if (isinstance(X, DatasetRows) or isinstance(X, np.ndarray)
+                        and not X.flags.writeable) else torch.as_tensor(X)
         self._y = None if y is None else torch.as_tensor(y)
         self._w = None if weight is None else torch.as_tensor(weight)
 
@@ -39,6 +39,8 @@ class RowData(Dataset):
         return len(self._X)
 
     def _inputs(self, index):
+        if isinstance(self._X, DatasetRows):
+            return torch.from_numpy(self._X[index])
         if isinstance(self._X, np.ndarray):
             index = index.numpy() if torch.is_tensor(index) else index
             return torch.from_numpy(np.array(self._X[index]))
@@ -58,6 +60,118 @@ class RowData(Dataset):
     def with_weight(self, weight):
         """The same rows and targets with other weights."""
         return RowData(self.X, self.y, weight)
+
+
+def _input_part(item):
+    """The input of one dataset item: ``x`` of an ``(x, y)`` pair (skorch's convention) or the
+    item itself."""
+    return item[0] if isinstance(item, (tuple, list)) else item
+
+
+def _as_float32(x):
+    if torch.is_tensor(x):
+        x = x.detach().cpu().numpy()
+    try:
+        return np.asarray(x, dtype=np.float32)
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"a dataset item's input must be an array or a tensor of numbers, got "
+                        f"{type(x).__name__}") from exc
+
+
+class DatasetRows:
+    """The inputs of a torch ``Dataset`` as rows read when they are indexed (never all at once).
+
+    ``fit(dataset)`` and ``predict(dataset)`` take a map-style ``Dataset`` whose items are
+    ``(x, y)`` (skorch's convention) or ``x``: indexing (a slice, integer rows or a mask) reads
+    those items and stacks their inputs as one float32 array, checked finite; :meth:`take`
+    selects rows without reading them; :meth:`targets` reads every item's ``y`` once (a fit's
+    labels). Every item's input must have the first item's shape.
+    """
+
+    def __init__(self, dataset, index=None):
+        if isinstance(dataset, DatasetRows):
+            base = dataset.index
+            dataset = dataset.dataset
+            index = base if index is None else (np.arange(len(dataset)) if base is None
+                                                else base)[np.asarray(index)]
+        self.dataset = dataset
+        self.index = None if index is None else np.asarray(index, dtype=np.int64)
+        n = len(dataset) if self.index is None else len(self.index)
+        if n == 0:
+            raise ValueError("the dataset has no rows")
+        first = _as_float32(_input_part(dataset[self._position(0)]))
+        self.shape = (n, *first.shape)
+        self.ndim, self.dtype = len(self.shape), np.dtype(np.float32)
+
+    def __len__(self):
+        return self.shape[0]
+
+    def __repr__(self):
+        return f"DatasetRows({type(self.dataset).__name__}, shape={self.shape})"
+
+    def _position(self, i):
+        return int(i) if self.index is None else int(self.index[i])
+
+    def _positions(self, index):
+        n = len(self)
+        if isinstance(index, slice):
+            return np.arange(n)[index]
+        index = np.asarray(index.numpy() if torch.is_tensor(index) else index)
+        if index.dtype == bool:
+            if index.shape != (n,):
+                raise IndexError(f"a boolean mask over {n} rows has shape {index.shape}")
+            return np.flatnonzero(index)
+        return np.arange(n)[index]
+
+    def take(self, index):
+        """The rows ``index`` (a slice, integers or a mask) as another :class:`DatasetRows`."""
+        return DatasetRows(self, self._positions(index))
+
+    def __getitem__(self, index):
+        scalar = np.ndim(index) == 0 and not isinstance(index, slice)
+        rows = self._positions(np.atleast_1d(index) if scalar else index)
+        out = np.empty((len(rows), *self.shape[1:]), dtype=np.float32)
+        for j, i in enumerate(rows):
+            x = _as_float32(_input_part(self.dataset[self._position(i)]))
+            if x.shape != self.shape[1:]:
+                raise ValueError(f"the dataset's row {self._position(i)} has an input of shape "
+                                 f"{x.shape}, the first row's is {self.shape[1:]}")
+            out[j] = x
+        if not np.isfinite(out).all():
+            bad = self._position(rows[np.flatnonzero(~np.isfinite(out.reshape(len(rows), -1))
+                                                     .all(axis=1))[0]])
+            raise ValueError(f"the dataset's row {bad} has NaN or infinity in its input")
+        return out[0] if scalar else out
+
+    def __array__(self, dtype=None, copy=None):
+        out = self[:]
+        return out if dtype is None else out.astype(dtype)
+
+    def targets(self):
+        """Every row's ``y`` (the second part of its item), as one array."""
+        values = []
+        for i in range(len(self)):
+            item = self.dataset[self._position(i)]
+            if not (isinstance(item, (tuple, list)) and len(item) >= 2):
+                raise ValueError("y is None and the dataset's items are not (x, y) pairs: pass "
+                                 "y, or a dataset whose items carry their target")
+            y = item[1]
+            values.append(y.detach().cpu().numpy() if torch.is_tensor(y) else np.asarray(y))
+        return np.stack(values)
+
+
+def take_rows(X, index):
+    """``X[index]``, except that the rows of a :class:`DatasetRows` are not read."""
+    return X.take(index) if isinstance(X, DatasetRows) else X[index]
+
+
+def max_abs(X, chunk=65536):
+    """The largest absolute value in ``X``, read a chunk of rows at a time (0 when empty)."""
+    out = 0.0
+    for start in range(0, len(X), chunk):
+        part = np.abs(np.asarray(X[start:start + chunk], dtype=np.float64))
+        out = max(out, float(part.max()) if part.size else 0.0)
+    return out
 
 
 def row_source(dataset):

@@ -345,6 +345,11 @@ class MTSGD(_KernelRule):
             scores = raw if not self.normalize_drive else normalize_task_scores(
                 raw, self.task_normalization, log_densities)
             drive = self._weigh(terms.matrix, scores)[0] / m
+            # what U's finiteness check catches with several targets: |phi|^2 beyond the
+            # floating-point range (scores of 1e19 and up, e.g. from unscaled features)
+            if not torch.isfinite(drive.norm() ** 2):
+                raise FloatingPointError("the direction's squared norm overflows: the scores "
+                                         "(gradients of the log-densities) have diverged")
         else:
             terms = self._stein_terms(particles, raw, log_densities)
             scores = normalize_task_scores(raw, self.task_normalization, log_densities)
