@@ -56,8 +56,9 @@ class MTSGDNetBase(SklmooNetMixin, NeuralNet):
         self._check_device_available()
         if self.method not in METHODS:
             raise ValueError(f"method must be one of {METHODS}, got {self.method!r}")
-        if self.kernel not in ("function", "parameter"):
-            raise ValueError(f"kernel must be 'function' or 'parameter', got {self.kernel!r}")
+        if self.kernel not in ("auto", "function", "parameter"):
+            raise ValueError(f"kernel must be 'auto', 'function' or 'parameter', got "
+                             f"{self.kernel!r}")
         if self.task_normalization not in self._task_normalizations:
             raise ValueError(f"task_normalization must be one of {self._task_normalizations}, "
                              f"got {self.task_normalization!r}")
@@ -224,6 +225,7 @@ class MTSGDNetBase(SklmooNetMixin, NeuralNet):
         stopping = valid is not None and any(
             isinstance(cb, RestoreBestEarlyStopping) for _, cb in self.callbacks_)
         lr_factor = self._resolve_batch(n_train)
+        self._resolve_kernel(n_train)
         self._resolve_epochs(n_train, early_stopping=stopping)
         for group in self.optimizer_.param_groups:
             # the rate for this fit's batch: each group's lr is its rate at ``_auto_batch`` rows,
@@ -348,10 +350,31 @@ class MTSGDNetBase(SklmooNetMixin, NeuralNet):
         self._initialize_rules()
         return self
 
+    #: ``kernel='auto'``: the function-space kernel up to this many training rows, the
+    #: parameter kernel above (a function-space repulsion costs a batched backward pass of
+    #: every particle per trunk and head, each step; see the user guide)
+    _auto_function_kernel_rows = 8192
+
+    def _kernel_kind(self):
+        """'function' or 'parameter': ``kernel``, or what 'auto' chose for this fit
+        (``kernel_``; 'function' before any)."""
+        if self.kernel == "auto":
+            return getattr(self, "kernel_", "function")
+        return self.kernel
+
+    def _resolve_kernel(self, n_train):
+        """``kernel_`` for a fit on ``n_train`` rows, and the rules rebuilt when it changed."""
+        before = self._kernel_kind()
+        self.kernel_ = (self.kernel if self.kernel != "auto" else
+                        "function" if n_train <= self._auto_function_kernel_rows
+                        else "parameter")
+        if self.kernel_ != before:
+            self._initialize_rules()
+
     def _initialize_rules(self):
         """The trunk and head rules (``rules_``) and the warm-up rules (``warmup_rules_``):
         built from the hyperparameters once per initialisation / fit, not every batch."""
-        if self.kernel == "function":
+        if self._kernel_kind() == "function":
             trunk_kernel, head_kernel = PrecomputedKernel(), PrecomputedKernel()
         else:
             trunk_kernel = head_kernel = RBFKernel(self.bandwidth)
@@ -411,7 +434,8 @@ class MTSGDNetBase(SklmooNetMixin, NeuralNet):
         warming_up = epoch <= self.warmup_epochs
         trunk_rule, head_rule = self.warmup_rules_ if warming_up else self.rules_
         function_space = None
-        if self.kernel == "function" and not warming_up and self.method in ("mtsgd", "moo_svgd"):
+        if (self._kernel_kind() == "function" and not warming_up
+                and self.method in ("mtsgd", "moo_svgd")):
             function_space = FunctionSpace(features, y_pred, self.bandwidth, self.smooth_drive)
         try:
             info = multitask_particle_step(

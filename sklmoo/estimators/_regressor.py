@@ -80,10 +80,11 @@ class MTSGDRegressor(RegressorMixin, MTSGDNetBase):
         ensemble on the mean of the outputs' losses) favours the outputs that are easiest to
         fit; 'mgda' balances the outputs as well as 'mtsgd' and needs no kernel
         (:ref:`ug-when-to-use`).
-    kernel : {'function', 'parameter'}, default='function'
+    kernel : {'auto', 'function', 'parameter'}, default='auto'
         What the RBF kernel compares: each particle's trunk features and per-output (mean,
         scale) on the mini-batch, or the flattened parameters (faster, and worse on some
-        tables; :ref:`ug-mtsgd-regression`).
+        small tables). 'auto': 'function' up to 8,192 training rows, 'parameter' above
+        (``kernel_``); :ref:`ug-mtsgd-regression`.
     smooth_drive, bandwidth, repulsion, head_repulsion, warmup_epochs, input_shape
         As in :class:`MTSGDMultiTaskClassifier`.
     task_normalization : {'none', 'l2'}, default='none'
@@ -142,8 +143,9 @@ class MTSGDRegressor(RegressorMixin, MTSGDNetBase):
         last epoch, the budget ended the fit: pass a larger integer.
     batch_size : int or 'auto', default='auto'
         Rows per mini-batch (-1: all). 'auto': 64 up to 8,192 training rows; above, about a
-        25th of them, a power of two of at most 1,024 (``batch_size_``), with ``lr`` scaled
-        by the square root of the batch's size over 64 (``lr`` is the rate at 64 rows).
+        25th of them, a power of two of at most 1,024 (``batch_size_``), at the ``lr``
+        given (the classifier scales its rate with the batch; the regressor's is already
+        at the edge of stability there).
     train_split : callable or None, default=ValidationSplit()
         As in :class:`MTSGDMultiTaskClassifier` (not stratified): the held-out rows drive early
         stopping with restore-best (their loss is the Gaussian negative log-likelihood of the
@@ -176,6 +178,8 @@ class MTSGDRegressor(RegressorMixin, MTSGDNetBase):
         repulsion / drive ratios.
     mean_function_ : {'kernel', 'linear'} or None
         The mean function of the last new fit ('auto' resolved).
+    kernel_ : {'function', 'parameter'}
+        The kernel of the last fit (``kernel`` resolved).
     networks_used_ : ndarray of shape (n_outputs,), dtype=bool
         Per output, whether the networks add to the mean function's prediction (False: the
         kernel mean function predicts alone, see ``mean_function``).
@@ -215,12 +219,19 @@ class MTSGDRegressor(RegressorMixin, MTSGDNetBase):
     _default_patience = "auto"
     _small_table_patience = 30
 
+    def _resolve_batch(self, n_train):
+        # the batch 'auto' chooses, at the lr given: the regressor's 1e-2, scaled by the square
+        # root of the batch as the classifier's, is 0.04 at 1,024 rows, where the fit on
+        # 200,000 birthdays rows stopped improving after its first epoch (user guide)
+        super()._resolve_batch(n_train)
+        return 1.0
+
     def _auto_patience(self, budget):
         if getattr(self, "_large_table", False):
             return self._auto_large_patience
         return self._small_table_patience
 
-    def __init__(self, module=None, *, n_particles=5, method="mtsgd", kernel="function",
+    def __init__(self, module=None, *, n_particles=5, method="mtsgd", kernel="auto",
                  smooth_drive=False, bandwidth="median", repulsion=1e-3, head_repulsion=1e-2,
                  warmup_epochs=0, task_normalization="none", normalize_drive=False,
                  heteroscedastic=False,
