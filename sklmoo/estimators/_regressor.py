@@ -149,7 +149,7 @@ class MTSGDRegressor(RegressorMixin, MTSGDNetBase):
     train_split : callable or None, default=ValidationSplit()
         As in :class:`MTSGDMultiTaskClassifier` (not stratified): the held-out rows drive early
         stopping with restore-best (their loss is the Gaussian negative log-likelihood of the
-        pooled prediction; patience 30 epochs, 10 on more than 8,192 training rows with
+        pooled prediction; patience 30 epochs, 20 on more than 8,192 training rows with
         ``batch_size='auto'``) and fit ``calibration``.
     verbose : int, default=0
         0: silent. Above 0: progress output per epoch (:ref:`ug-fitting`).
@@ -214,8 +214,7 @@ class MTSGDRegressor(RegressorMixin, MTSGDNetBase):
     """
 
     _task_normalizations = ("none", "l2")
-    #: early stopping waits 30 epochs for the validation loss to improve (see ``lr``), 10 on
-    #: large tables, whose epochs are hundreds of steps (``_auto_large_patience``)
+    #: early stopping waits 30 epochs for the validation loss to improve (see ``lr``)
     _default_patience = "auto"
     _small_table_patience = 30
 
@@ -226,9 +225,13 @@ class MTSGDRegressor(RegressorMixin, MTSGDNetBase):
         super()._resolve_batch(n_train)
         return 1.0
 
+    #: ... and 20 on large tables: their validation NLL improves in small, noisy steps (200,000
+    #: birthdays rows: NLL -0.314 with 10, stopped at epoch 51; -0.338 with 20, best epoch 98)
+    _large_table_patience = 20
+
     def _auto_patience(self, budget):
         if getattr(self, "_large_table", False):
-            return self._auto_large_patience
+            return self._large_table_patience
         return self._small_table_patience
 
     def __init__(self, module=None, *, n_particles=5, method="mtsgd", kernel="auto",
