@@ -129,18 +129,18 @@ def main():
     write(results, args)
 
 
-def write(results, args):
+def write(results, args, commit=None):
     from sklmoo._io import atomic_write_text
 
-    commit = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"],
-                            capture_output=True, text=True).stdout.strip() or "unknown"
+    commit = commit or subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"],
+                                      capture_output=True, text=True).stdout.strip() or "unknown"
     lines = ["# Step cost of a default fit", "",
              f"`python benchmarks/bench_step_cost.py --repeats {args.repeats}` (code {commit}, "
              f"torch {torch.__version__}, one thread; medians of {args.repeats} interleaved "
              "runs). Milliseconds per optimiser step; a fit's time includes its validation "
              "passes, callbacks, early stopping and calibration.", "",
-             "| rows | tasks | batch | steps (epochs) | default fit | bare loop, vmap | "
-             "bare loop, bmm | fit / vmap loop | fit / bmm loop |",
+             "| rows | tasks | batch | steps (epochs) | default fit | vmap loop | "
+             "bmm loop | fit / vmap | fit / bmm |",
              "|---|---|---|---|---|---|---|---|---|"]
     for r in results:
         lines.append(f"| {r['rows']:,} | {r['tasks']} | {r['batch']} | {r['steps']} "
