@@ -99,6 +99,13 @@ def test_dataset_errors_are_early_and_named():
     with pytest.raises(ValueError, match="no rows"):
         clf.predict_proba(Items(X[:0]))
 
+    class Stream(torch.utils.data.IterableDataset):
+        def __iter__(self):
+            return iter(zip(X, y))
+
+    with pytest.raises(TypeError, match="map-style Dataset"):
+        MTSGDMultiTaskClassifier().fit(Stream())
+
 
 def test_read_only_memory_map_trains_as_the_array(tmp_path):
     X, y = _table()

@@ -13,7 +13,7 @@ fit is the same whichever of the two serves it; any other ``iterator_train`` /
 
 import numpy as np
 import torch
-from torch.utils.data import Dataset, Subset
+from torch.utils.data import Dataset, IterableDataset, Subset
 
 #: the target of a batch without targets (prediction), as skorch's ``Dataset`` gives it
 _NO_TARGET = torch.zeros(0)
@@ -94,6 +94,10 @@ class DatasetRows:
             dataset = dataset.dataset
             index = base if index is None else (np.arange(len(dataset)) if base is None
                                                 else base)[np.asarray(index)]
+        if isinstance(dataset, IterableDataset) or not hasattr(type(dataset), "__len__"):
+            raise TypeError(f"{type(dataset).__name__} has no rows to index (an iterable-style "
+                            "dataset): pass a map-style Dataset, with __len__ and "
+                            "__getitem__, or arrays")
         self.dataset = dataset
         self.index = None if index is None else np.asarray(index, dtype=np.int64)
         n = len(dataset) if self.index is None else len(self.index)
