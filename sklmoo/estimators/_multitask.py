@@ -53,11 +53,12 @@ class MTSGDMultiTaskClassifier(ClassifierMixin, MTSGDNetBase):
         MGDA; or linear scalarisation (the mean task gradient: an independent ensemble, the
         baseline to compare with, see :ref:`ug-when-to-use`). Heads move by SVGD with 'mtsgd'
         and 'moo_svgd', by their own gradient otherwise.
-    kernel : {'parameter', 'function'}, default='parameter'
+    kernel : {'parameter', 'function', 'auto'}, default='parameter'
         What the RBF kernel compares: the flattened parameters (a weak repulsion: the particles
         behave almost as an independent ensemble) or each particle's outputs on the mini-batch
         (a real repulsion and more diversity, at a higher cost per epoch). Try 'function' when
-        the ensemble itself is overconfident; see :ref:`ug-mtsgd`.
+        the ensemble itself is overconfident; see :ref:`ug-mtsgd`. 'auto': 'function' up to
+        8,192 training rows, 'parameter' above (the regressor's default; ``kernel_``).
     smooth_drive : bool, default=False
         False: each particle follows its own score and the kernel only sets the repulsion.
         True: each follows the kernel-weighted average of all particles' scores (SVGD's form,
@@ -156,6 +157,8 @@ class MTSGDMultiTaskClassifier(ClassifierMixin, MTSGDNetBase):
     temperature_ : ndarray of shape (n_tasks,)
         The fitted temperatures (above 1: the pool was overconfident and is softened; below
         1: underconfident and sharpened).
+    kernel_ : {'function', 'parameter'}
+        The kernel of the last fit (``kernel`` resolved).
     batch_size_ : int
         Rows per mini-batch in the last fit (``batch_size`` resolved).
     max_epochs_ : int
