@@ -106,8 +106,9 @@ def main():
     lines = ["# Prediction memory against the number of rows", "",
              "Peak resident memory of one prediction call on n rows of 10 features, above the "
              "memory in use before the call and above the size of the result, in MB (fresh "
-             "process per cell, one torch thread; default estimators fitted on 500 rows: L2E 4 "
-             "chains x 20 draws, MT-SGD 5 particles). *default*: glibc's allocator as it is; "
+             "process per cell, one torch thread; estimators at their defaults but for a short "
+             "fit, on 500 rows: L2E 20 epochs, 4 chains x 20 draws; MT-SGD 5 epochs, 5 "
+             "particles). *default*: glibc's allocator as it is; "
              "*fixed*: `MALLOC_MMAP_THRESHOLD_=65536`, which returns freed batch buffers to the "
              "system at once, so the column shows the algorithm's own footprint.", "",
              f"Command: `python benchmarks/bench_prediction_memory.py"
