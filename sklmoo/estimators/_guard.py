@@ -13,7 +13,8 @@ from sklearn.exceptions import NotFittedError
 from sklearn.utils.validation import validate_data
 
 from ._progress import ProgressLog
-from ._rows import DatasetRows, RowBatches, RowData, max_abs, row_source, take_rows
+from ._rows import (DatasetRows, RowBatches, RowData, as_dataset_rows, max_abs, row_source,
+                    take_rows)
 from ._saved_params import check_files, checked_loads, files_to_load, restore, snapshot
 from ._validation import ValidationSplit, user_stacklevel
 from ._weights import check_data_weight, normalised
@@ -187,7 +188,7 @@ class SklmooNetMixin:
         if isinstance(X, (torch.utils.data.Dataset, DatasetRows)):
             # a torch Dataset stays where it is: its rows are read a batch at a time, and
             # checked then (DatasetRows)
-            X = DatasetRows(X)
+            X = as_dataset_rows(X)
             n_features = int(np.prod(X.shape[1:]))
             if reset:
                 self.n_features_in_ = n_features
@@ -222,7 +223,7 @@ class SklmooNetMixin:
         if y is not None:
             return X, y
         if isinstance(X, (torch.utils.data.Dataset, DatasetRows)):
-            X = DatasetRows(X)
+            X = as_dataset_rows(X)
             return X, X.targets()
         raise ValueError(f"{type(self).__name__} requires y to be passed, but the target y is "
                          "None")
@@ -470,6 +471,8 @@ class SklmooNetMixin:
     _auto_batch_large = 8192
     _auto_batch_share = 25
     _auto_batch_max = 1024
+    #: ... and whether the learning rate grows with it (False: the ``lr`` given at any batch)
+    _scale_lr_with_batch = True
     #: ... and with early stopping there, up to this many epochs, with this patience
     _auto_large_epochs = 100
     _auto_large_patience = 10
@@ -495,7 +498,7 @@ class SklmooNetMixin:
             batch = int(np.clip(2 ** round(math.log2(n_train / self._auto_batch_share)),
                                 self._auto_batch, self._auto_batch_max))
         self.batch_size_ = batch
-        return math.sqrt(batch / self._auto_batch)
+        return math.sqrt(batch / self._auto_batch) if self._scale_lr_with_batch else 1.0
 
     _fit_split = None
 

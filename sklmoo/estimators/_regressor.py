@@ -217,21 +217,17 @@ class MTSGDRegressor(RegressorMixin, MTSGDNetBase):
     #: early stopping waits 30 epochs for the validation loss to improve (see ``lr``)
     _default_patience = "auto"
     _small_table_patience = 30
-
-    def _resolve_batch(self, n_train):
-        # the batch 'auto' chooses, at the lr given: the regressor's 1e-2, scaled by the square
-        # root of the batch as the classifier's, is 0.04 at 1,024 rows, where the fit on
-        # 200,000 birthdays rows stopped improving after its first epoch (user guide)
-        super()._resolve_batch(n_train)
-        return 1.0
-
     #: ... and 20 on large tables: their validation NLL improves in small, noisy steps (200,000
     #: birthdays rows: NLL -0.314 with 10, stopped at epoch 51; -0.338 with 20, best epoch 98)
-    _large_table_patience = 20
+    _auto_large_patience = 20
+    #: the batch 'auto' chooses, at the lr given: the regressor's 1e-2, scaled by the square
+    #: root of the batch as the classifier's, is 0.04 at 1,024 rows, where the fit on 200,000
+    #: birthdays rows stopped improving after its first epoch (user guide)
+    _scale_lr_with_batch = False
 
     def _auto_patience(self, budget):
         if getattr(self, "_large_table", False):
-            return self._large_table_patience
+            return self._auto_large_patience
         return self._small_table_patience
 
     def __init__(self, module=None, *, n_particles=5, method="mtsgd", kernel="auto",

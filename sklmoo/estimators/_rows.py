@@ -164,6 +164,12 @@ class DatasetRows:
         return np.stack(values)
 
 
+def as_dataset_rows(X):
+    """``X`` as a :class:`DatasetRows` (itself when it is one: its first row is not read
+    again)."""
+    return X if isinstance(X, DatasetRows) else DatasetRows(X)
+
+
 def take_rows(X, index):
     """``X[index]``, except that the rows of a :class:`DatasetRows` are not read."""
     return X.take(index) if isinstance(X, DatasetRows) else X[index]

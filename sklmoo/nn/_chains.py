@@ -254,8 +254,8 @@ class ChainEnsemble(nn.Module):
             return functional_call(skeleton, (p, b), (inp,))
 
         x = self._reshape(x)
-        plan = getattr(self.chains, "_plan", None)
-        if plan is not None and (x.ndim == 2 or plan[:1] == [("flatten", ())]):
+        plan = self.chains.dense_plan_for(x)
+        if plan is not None:
             out = dense_forward(plan, params, x, n_draws * n_chains)
         else:
             out = vmap(one, in_dims=(0, 0, None))(params, buffers, x)

@@ -92,13 +92,20 @@ class StackedModules(nn.Module):
         """``(name in the member, stacked parameter)`` pairs, e.g. ``('0.weight', (M, ...))``."""
         return [(n, getattr(self, self._key(n))) for n in self._param_names]
 
-    def forward(self, x):
-        """Evaluate every member on the same input ``x`` -> (M, batch, ...)."""
+    def dense_plan_for(self, x):
+        """The members' :func:`~sklmoo.nn._trunks.dense_plan` when it can evaluate ``x``
+        (flat rows, or a plan that flattens them first), else None: ``vmap``."""
         plan = getattr(self, "_plan", None)          # (absent from modules pickled before it)
         if plan is not None and (x.ndim == 2 or plan[:1] == [("flatten", ())]):
-            return dense_forward(plan, {n: getattr(self, self._key(n)) for n in self._param_names},
-                                 x, self.n_members)
+            return plan
+        return None
+
+    def forward(self, x):
+        """Evaluate every member on the same input ``x`` -> (M, batch, ...)."""
         params = {n: getattr(self, self._key(n)) for n in self._param_names}
+        plan = self.dense_plan_for(x)
+        if plan is not None:
+            return dense_forward(plan, params, x, self.n_members)
         buffers = {n: getattr(self, self._key(n)) for n in self._buffer_names}
         skeleton = self._skeleton
 

@@ -332,10 +332,8 @@ class MTSGD(_KernelRule):
         # the kernel sees the true scores (a log-density kernel's Jacobian), U and the drive
         # the rescaled ones
         if n_targets == 1:
-            # the drive needs no kernel matrix without smooth_drive (_weigh): no M I built
-            terms = (self._stein_terms(particles, raw, log_densities, trace=False)
-                     if self.smooth_drive
-                     else self.kernel.stein_terms(particles, raw, log_densities, trace=False))
+            # the kernel's own terms: without smooth_drive _weigh needs no M I
+            terms = self.kernel.stein_terms(particles, raw, log_densities, trace=False)
             # one target weighs 1 whatever U is: U (with the kernel's trace) only when read
             def gram():
                 return stein_gram(self._stein_terms(particles, raw, log_densities),
