@@ -110,6 +110,46 @@ def test_shipped_meta_sampler_runs_on_parameter_dicts():
     assert single.params.shape == (3,)
 
 
+def test_l2e_step_reuses_its_buffers_and_matches_per_chain_weights():
+    # one set of meta-weights: features and hidden layers go to buffers kept from step to step
+    # (in blocks of META_MLP_CHUNK rows); per-chain weights (ES) take the plain meta_mlp path.
+    # Both must give the same chains.
+    import pickle
+
+    from sklmoo.samplers._l2e import META_MLP_CHUNK
+
+    chains = 3
+    weights = load_default_meta_sampler().weights()
+    per_chain = {k: v.expand(chains, *v.shape).clone() for k, v in weights.items()}
+    shapes = {"w": (chains, 120, 50), "b": (chains, 50), "s": (chains,)}
+    assert chains * (120 * 50 + 50 + 1) > 2 * META_MLP_CHUNK          # several blocks
+    start = {k: torch.randn(s, generator=torch.Generator().manual_seed(1)) for k, s in
+             shapes.items()}
+    runs = []
+    for meta in (weights, per_chain):
+        sampler = L2E(meta, step_size=1.0, n_data=500, batch_dims=1)
+        state, gen = sampler.init(dict(start)), torch.Generator().manual_seed(0)
+        grads = torch.Generator().manual_seed(2)
+        pointers = []
+        for _ in range(4):
+            state = sampler.update(state, {k: torch.randn(s, generator=grads)
+                                           for k, s in shapes.items()}, generator=gen)
+            buffers = getattr(sampler, "_scratch_buffers", None)
+            pointers.append(None if buffers is None else
+                            sorted(b.data_ptr() for b in buffers.buffers.values()))
+        runs.append((state, sampler, pointers))
+    (buffered, sampler, pointers), (plain, _, plain_pointers) = runs
+    for k in shapes:
+        torch.testing.assert_close(buffered.params[k], plain.params[k], rtol=1e-5, atol=1e-7)
+        torch.testing.assert_close(buffered.momentum[k], plain.momentum[k], rtol=1e-5, atol=1e-7)
+    assert pointers[0] and all(p == pointers[0] for p in pointers)     # no new buffers
+    assert set(plain_pointers) == {None}
+    # the buffers are not pickled (nor kept by release_scratch)
+    assert not hasattr(pickle.loads(pickle.dumps(sampler)), "_scratch_buffers")
+    sampler.release_scratch()
+    assert not hasattr(sampler, "_scratch_buffers")
+
+
 def test_save_load_round_trip(tmp_path):
     meta = MetaSampler(card={"seed": 3})
     path = meta.save(tmp_path / "m")

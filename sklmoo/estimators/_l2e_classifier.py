@@ -427,7 +427,13 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
                                                        epochs * steps_per_epoch))
         self.optimizer_.param_groups[0]["sampler_step"] = 0
         self._collect_at = self._collection_steps(continuing, steps_per_epoch)
-        self._run_epochs(X, codes, (dataset_train, dataset_valid), **fit_params)
+        try:
+            self._run_epochs(X, codes, (dataset_train, dataset_valid), **fit_params)
+        finally:
+            # the buffers the sampler reuses from step to step are not kept between fits
+            release = getattr(self.optimizer_.sampler, "release_scratch", None)
+            if release is not None:
+                release()
         self.n_draws_ = len(self.module_.samples)
         if self.n_draws_ == 0:
             raise ValueError(f"training stopped after {len(self.history)} epochs, before any "

@@ -329,11 +329,56 @@ def meta_mlp(features, weights):
     return h
 
 
-def normalise_per_tensor(x, batch_dims):
+#: rows of the meta-MLP's hidden layers computed at a time by :func:`meta_mlp_into` (bounds
+#: its buffers: 2 x 8192 x 32 floats)
+META_MLP_CHUNK = 8192
+
+
+def meta_mlp_into(features, weights, scratch, slot):
+    """:func:`meta_mlp` of 2-D ``features`` (n, 9) with one set of weights, computed in blocks
+    of :data:`META_MLP_CHUNK` rows into buffers of ``scratch``; returns its (n, 2) output
+    buffer ``('output', slot)`` (the same values as :func:`meta_mlp`)."""
+    n = features.shape[0]
+    out = scratch(("output", slot), (n, weights[f"{_LAYERS[-1]}_w"].shape[-1]), features)
+    for start in range(0, n, META_MLP_CHUNK):
+        h = features[start:start + META_MLP_CHUNK]
+        for i, name in enumerate(_LAYERS):
+            w, b = weights[f"{name}_w"], weights[f"{name}_b"]
+            if i == len(_LAYERS) - 1:
+                torch.addmm(b, h, w, out=out[start:start + len(h)])
+            else:
+                hidden = scratch(("hidden", i), (min(n, META_MLP_CHUNK), w.shape[-1]), h)
+                h = torch.relu_(torch.addmm(b, h, w, out=hidden[:len(h)]))
+    return out
+
+
+class _Scratch:
+    """Buffers a transition reuses from step to step, by key, so a step makes no large tensor.
+
+    A step that allocated its features and hidden layers afresh gave them back to the system at
+    the end of the step (glibc trims the heap and unmaps large blocks) and page-faulted them in
+    again on the next one: about half an L2E step on CPU, measured in ``bench_step_cost.py``."""
+
+    def __init__(self):
+        self.buffers = {}
+
+    def __call__(self, key, shape, like):
+        shape = torch.Size(shape)
+        buffer = self.buffers.get(key)
+        if (buffer is None or buffer.shape != shape or buffer.dtype != like.dtype
+                or buffer.device != like.device):
+            buffer = self.buffers[key] = torch.empty(shape, dtype=like.dtype, device=like.device)
+        return buffer
+
+
+def normalise_per_tensor(x, batch_dims, out=None, square=None):
     """``x / sqrt(1e-5 + mean(x^2))`` over all but the first ``batch_dims`` axes and the last
-    (feature) axis."""
+    (feature) axis; ``out`` / ``square`` (optional, shaped like ``x``) receive the result and
+    ``x^2``."""
     dims = tuple(range(batch_dims, x.dim() - 1))
-    return x / torch.sqrt(1e-5 + (x * x).mean(dim=dims, keepdim=True))
+    square = x * x if square is None else torch.mul(x, x, out=square)
+    scale = torch.sqrt(1e-5 + square.mean(dim=dims, keepdim=True))
+    return x / scale if out is None else torch.div(x, scale, out=out)
 
 
 def l2e_features(grad, theta, momentum, grad_means, batch_dims=0):
@@ -443,17 +488,56 @@ class L2E:
         return L2EState(params=params, momentum=like_input(zeros, params),
                         grad_means=like_input(means, params))
 
-    def _alpha_beta(self, weights, leaves):
+    def _alpha_beta(self, weights, leaves, slot):
         """Meta-MLP outputs for every leaf, from one batched MLP call over all coordinates.
 
-        ``leaves``: list of (grad, theta, momentum, means) per parameter tensor."""
-        feats = [l2e_features(g, th, r, list(m), self.batch_dims) for g, th, r, m in leaves]
-        lead = feats[0].shape[:self.batch_dims]
-        flat = [f.reshape(*lead, -1, N_FEATURES) for f in feats]
-        out = OUTPUT_SCALE * meta_mlp(torch.cat(flat, dim=-2), weights)
-        pieces = torch.split(out, [f.shape[-2] for f in flat], dim=-2)
-        return [(o[..., 0].reshape(f.shape[:-1]), o[..., 1].reshape(f.shape[:-1]))
-                for o, f in zip(pieces, feats)]
+        ``leaves``: list of (grad, theta, momentum, means) per parameter tensor. With one set
+        of meta-weights (no chain dims on them) the features and the MLP's layers are written
+        into :class:`_Scratch` buffers reused from step to step (``slot`` names the output
+        buffer, so two calls in one step do not share it); per-chain weights (ES) take
+        :func:`meta_mlp`."""
+        if any(w.dim() != 2 for k, w in weights.items() if k.endswith("_w")):
+            feats = [l2e_features(g, th, r, list(m), self.batch_dims) for g, th, r, m in leaves]
+            lead = feats[0].shape[:self.batch_dims]
+            flat = [f.reshape(*lead, -1, N_FEATURES) for f in feats]
+            out = OUTPUT_SCALE * meta_mlp(torch.cat(flat, dim=-2), weights)
+            pieces = torch.split(out, [f.shape[-2] for f in flat], dim=-2)
+            return [(o[..., 0].reshape(f.shape[:-1]), o[..., 1].reshape(f.shape[:-1]))
+                    for o, f in zip(pieces, feats)]
+        scratch = self._scratch()
+        first = leaves[0][0]
+        lead = first.shape[:self.batch_dims]
+        sizes = [g[(0,) * self.batch_dims].numel() for g, *_ in leaves]
+        feats = scratch("features", (*lead, sum(sizes), N_FEATURES), first)
+        offset = 0
+        for i, ((g, th, r, m), size) in enumerate(zip(leaves, sizes)):
+            target = feats[..., offset:offset + size, :].view(*g.shape, N_FEATURES)
+            stacked = scratch(("stack", i), target.shape, g)
+            torch.stack([g, th, r, *m], dim=-1, out=stacked)
+            normalise_per_tensor(stacked, self.batch_dims, out=target,
+                                 square=scratch(("square", i), target.shape, g))
+            offset += size
+        out = meta_mlp_into(feats.view(-1, N_FEATURES), weights, scratch, slot)
+        out = out.mul_(OUTPUT_SCALE).view(*lead, -1, 2)
+        pieces = torch.split(out, sizes, dim=-2)
+        return [(o[..., 0].reshape(g.shape), o[..., 1].reshape(g.shape))
+                for o, (g, *_) in zip(pieces, leaves)]
+
+    def _scratch(self):
+        scratch = self.__dict__.get("_scratch_buffers")
+        if scratch is None:
+            scratch = self._scratch_buffers = _Scratch()
+        return scratch
+
+    def release_scratch(self):
+        """Free the buffers the transition reuses from step to step (they are made again at
+        the next step)."""
+        self.__dict__.pop("_scratch_buffers", None)
+
+    def __getstate__(self):
+        state = dict(self.__dict__)
+        state.pop("_scratch_buffers", None)
+        return state
 
     def update(self, state, grads, generator=None):
         """One L2E transition given the mean-loss gradients at ``state.params``."""
@@ -473,13 +557,13 @@ class L2E:
                                          device=theta.device).reshape(-1, *[1] * theta.dim())
                 means[k] = decays * means_tree[k] + (1 - decays) * grad[k]
             first = self._alpha_beta(weights, [(grad[k], params[k], momentum[k], means[k])
-                                               for k in keys])
+                                               for k in keys], slot=0)
             new_r = {}
             for k, (alpha, beta) in zip(keys, first):
                 r = momentum[k] - eps * (n * grad[k] + alpha + a * beta)
                 new_r[k] = add_thermal_noise(r, a, eps, self.temperature, generator)
             second = self._alpha_beta(weights, [(grad[k], params[k], new_r[k], means[k])
-                                                for k in keys])
+                                                for k in keys], slot=1)
             new_p = {k: params[k] + eps * beta for k, (_, beta) in zip(keys, second)}
         return L2EState(params=like_input(new_p, state.params),
                         momentum=like_input(new_r, state.params),
