@@ -1,5 +1,6 @@
 """MTSGDRegressor: M particle networks with Gaussian heads fitted by MT-SGD, every output a task."""
 
+import math
 from fnmatch import fnmatch
 
 import numpy as np
@@ -149,8 +150,9 @@ class MTSGDRegressor(RegressorMixin, MTSGDNetBase):
     train_split : callable or None, default=ValidationSplit()
         As in :class:`MTSGDMultiTaskClassifier` (not stratified): the held-out rows drive early
         stopping with restore-best (their loss is the Gaussian negative log-likelihood of the
-        pooled prediction; patience 30 epochs, 20 on more than 8,192 training rows with
-        ``batch_size='auto'``) and fit ``calibration``.
+        pooled prediction; patience 30 epochs, or about 480 steps but at least 10 epochs
+        when an epoch is more than 16 batches, and 20 epochs on more than 8,192 training rows
+        with ``batch_size='auto'``) and fit ``calibration``.
     verbose : int, default=0
         0: silent. Above 0: progress output per epoch (:ref:`ug-fitting`).
     **kwargs
@@ -225,10 +227,17 @@ class MTSGDRegressor(RegressorMixin, MTSGDNetBase):
     #: birthdays rows stopped improving after its first epoch (user guide)
     _scale_lr_with_batch = False
 
+    #: ... or fewer when an epoch is more than 16 batches: about this many optimiser steps, at
+    #: least 10 epochs (2,000-row tables: 20; at 30, the fits on cps1988, birthdays and wvs
+    #: ran 30 epochs past their best, epochs 22, 11 and 1, without improving)
+    _small_table_patience_steps = 480
+
     def _auto_patience(self, budget):
         if getattr(self, "_large_table", False):
             return self._auto_large_patience
-        return self._small_table_patience
+        per_epoch = getattr(self, "_batches_per_epoch", 1)
+        return int(np.clip(math.ceil(self._small_table_patience_steps / per_epoch), 10,
+                           self._small_table_patience))
 
     def __init__(self, module=None, *, n_particles=5, method="mtsgd", kernel="auto",
                  smooth_drive=False, bandwidth="median", repulsion=1e-3, head_repulsion=1e-2,
