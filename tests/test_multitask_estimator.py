@@ -83,6 +83,15 @@ def test_qp_weights_on_simplex_every_step(fitted):
     assert weights.shape == (8 * 19, 2)  # 1200 samples, batches of 64
     assert (weights >= 0).all()
     np.testing.assert_allclose(weights.sum(1), 1, atol=1e-6)
+    # the step's diagnostics stay on the device during an epoch (StepInfo holds tensors) and
+    # reach every training batch of history as plain floats at its end; the epoch's summary
+    # is their mean
+    for epoch in fitted.history:
+        batches = [b for b in epoch["batches"] if "train_loss" in b]
+        ratios = [b["trunk_repulsion"] for b in batches]
+        assert all(type(r) is float and r >= 0 for r in ratios)
+        assert all(type(w) is float for b in batches for w in b["task_weights"])
+        assert epoch["trunk_repulsion"] == pytest.approx(np.mean(ratios))
 
 
 def test_same_seed_same_predictions_and_pickle_round_trip(digits):

@@ -13,7 +13,7 @@ from skorch import NeuralNet
 from skorch.dataset import unpack_data
 from skorch.utils import to_tensor
 
-from ..nn import (METHODS, FunctionSpace, MultiTaskParticleNet, make_update_rules,
+from ..nn import (METHODS, FunctionSpace, MultiTaskParticleNet, StepInfo, make_update_rules,
                   member_factory, multitask_particle_step)
 from ..samplers import TASK_NORMALIZATIONS, LinearScalarization, PrecomputedKernel, RBFKernel
 from ._guard import SklmooNetMixin
@@ -395,15 +395,18 @@ class MTSGDNetBase(SklmooNetMixin, NeuralNet):
     def _task_losses(self, y_pred, y_true, weight=None):
         """Per task, each particle's weighted mean loss over the task's observed samples ->
         (M,) or None (``weight``: the batch's (B, T) normalised weights, None: unweighted)."""
+        # which labels are observed, read where the batch comes from (the data loader's CPU
+        # tensors): no wait for the device
+        seen = self._observed(to_tensor(y_true, device="cpu"))
+        every = bool(seen.all())               # the usual batch: no row to pick out per task
         y_true = to_tensor(y_true, device=self.device)
+        observed = None if every else seen.to(y_true.device)
         if weight is not None:
             weight = to_tensor(weight, device=self.device)
-        observed = self._observed(y_true)
-        every = bool(observed.all())           # the usual batch: no row to pick out per task
         losses = []
         for t, out in enumerate(y_pred):                             # out (B, M, ...)
             rows = slice(None) if every else observed[:, t]
-            if not every and not rows.any():
+            if not every and not seen[:, t].any():
                 losses.append(None)
                 continue
             per = self._member_losses(out[rows], y_true[rows, t])    # (b, M)
@@ -443,13 +446,35 @@ class MTSGDNetBase(SklmooNetMixin, NeuralNet):
                 trunk_rule, head_rule, function_space)
         except FloatingPointError as exc:
             raise FloatingPointError(f"sampler diverged in epoch {epoch}: {exc}") from exc
-        record = {"task_weights": info.weights.tolist()}
-        for part in ("trunk", "head"):
-            record[f"{part}_repulsion"] = getattr(info, f"{part}_repulsion_ratio")
-            record[f"{part}_drive_norm"] = getattr(info, f"{part}_drive_norm")
-            record[f"{part}_repulsion_norm"] = getattr(info, f"{part}_repulsion_norm")
-        self.history[-1]["batches"][-1].update(record)         # History.record_batch, at once
+        # recorded in this batch's history at the end of the epoch, read from the device at once
+        self.__dict__.setdefault("_pending_steps", []).append(
+            (len(self.history), len(self.history[-1]["batches"]) - 1, info))
         return {"loss": loss.detach(), "y_pred": y_pred}
+
+    def _record_steps(self):
+        """Write the epoch's :class:`~sklmoo.nn.StepInfo` into its batches of ``history``
+        (``task_weights``, ``trunk_repulsion``, ``trunk_drive_norm``, ... as floats): one copy
+        from the device per epoch instead of several waits per step."""
+        pending, self._pending_steps = self.__dict__.get("_pending_steps", []), []
+        pending = [(b, info) for e, b, info in pending if e == len(self.history)]
+        values = [getattr(info, f) for _, info in pending for f in StepInfo.FIELDS]
+        present = [v.detach().reshape(-1).double() for v in values if v is not None]
+        if not present:
+            return
+        flat, offset = torch.cat(present).cpu(), 0
+        keys = ("task_weights", "trunk_repulsion", "head_repulsion", "trunk_drive_norm",
+                "trunk_repulsion_norm", "head_drive_norm", "head_repulsion_norm")
+        batches = self.history[-1]["batches"]
+        for (b, info) in pending:
+            record = {}
+            for key, field in zip(keys, StepInfo.FIELDS):
+                value = getattr(info, field)
+                if value is not None:
+                    part = flat[offset:offset + value.numel()]
+                    offset += value.numel()
+                    value = part.reshape(value.shape).tolist()
+                record[key] = value
+            batches[b].update(record)
 
     def _guarded_tensors(self):
         return dict(self.module_.named_parameters())
@@ -464,6 +489,7 @@ class MTSGDNetBase(SklmooNetMixin, NeuralNet):
         ratios and task weights, and warn when the repulsion outweighs the drive's scale (the
         largest epoch-mean drive norm so far): a drive that has shrunk because the task is
         fitted raises the ratio above 1 without anything for a user to change."""
+        self._record_steps()
         self._check_divergence()
         batches = [b for b in self.history[-1, "batches"] if "task_weights" in b]
         if batches:

@@ -116,6 +116,9 @@ class StepInfo:
     mean over tasks): a ratio above 1 is harmless when the drive has vanished because the task
     is fitted, and a warning when the repulsion outweighs the drive's scale.
 
+    Every field is a tensor on the parameters' device (the ratios and norms 0-d), so that a
+    step does not wait for the device to read them; ``float()`` reads one.
+
     Examples
     --------
     >>> import torch
@@ -125,12 +128,16 @@ class StepInfo:
     """
 
     weights: torch.Tensor
-    trunk_repulsion_ratio: Optional[float] = None
-    head_repulsion_ratio: Optional[float] = None
-    trunk_drive_norm: Optional[float] = None
-    trunk_repulsion_norm: Optional[float] = None
-    head_drive_norm: Optional[float] = None
-    head_repulsion_norm: Optional[float] = None
+    trunk_repulsion_ratio: Optional[torch.Tensor] = None
+    head_repulsion_ratio: Optional[torch.Tensor] = None
+    trunk_drive_norm: Optional[torch.Tensor] = None
+    trunk_repulsion_norm: Optional[torch.Tensor] = None
+    head_drive_norm: Optional[torch.Tensor] = None
+    head_repulsion_norm: Optional[torch.Tensor] = None
+
+    #: the fields, in order
+    FIELDS = ("weights", "trunk_repulsion_ratio", "head_repulsion_ratio", "trunk_drive_norm",
+              "trunk_repulsion_norm", "head_drive_norm", "head_repulsion_norm")
 
 
 def multitask_particle_step(net, task_losses, trunk_rule, head_rule, function_space=None):
@@ -203,7 +210,7 @@ def multitask_particle_step(net, task_losses, trunk_rule, head_rule, function_sp
                                                       fs.smooth_drive))
         phi_head, head_info = head_rule.direction(flatten_particles(head_params).detach(),
                                                   head_scores[None])
-        head_ratios.append(getattr(head_info, "repulsion_ratio", None))
+        head_ratios.append(_ratio(head_info))
         head_norms.append((getattr(head_info, "drive_norm", None),
                            getattr(head_info, "repulsion_norm", None)))
         _set_grads(head_params, phi_head)
@@ -217,14 +224,21 @@ def multitask_particle_step(net, task_losses, trunk_rule, head_rule, function_sp
     if len(active) < len(task_losses):
         weights = weights.new_zeros(weights.shape[:-1] + (len(task_losses),))
         weights[..., active] = info.weights
-    ratios = [r for r in head_ratios if r is not None]
-    norms = [(float(d), float(r)) for d, r in head_norms if d is not None and r is not None]
-    return StepInfo(weights, info.repulsion_ratio,
-                    float(sum(ratios) / len(ratios)) if ratios else None,
-                    _float_or_none(info.drive_norm), _float_or_none(info.repulsion_norm),
-                    sum(d for d, _ in norms) / len(norms) if norms else None,
-                    sum(r for _, r in norms) / len(norms) if norms else None)
+    norms = [(d, r) for d, r in head_norms if d is not None and r is not None]
+    return StepInfo(weights, _ratio(info), _mean(head_ratios),
+                    info.drive_norm, info.repulsion_norm,
+                    _mean([d for d, _ in norms]), _mean([r for _, r in norms]))
 
 
-def _float_or_none(x):
-    return None if x is None else float(x)
+def _ratio(info):
+    """``repulsion_norm / drive_norm`` of a rule's step (a 0-d tensor; None without them)."""
+    drive, repulsion = getattr(info, "drive_norm", None), getattr(info, "repulsion_norm", None)
+    if drive is None or repulsion is None:
+        return None
+    return repulsion / drive.clamp_min(1e-30)
+
+
+def _mean(values):
+    """Mean of 0-d tensors in double precision (None when there are none)."""
+    values = [v for v in values if v is not None]
+    return torch.stack(values).double().mean() if values else None
