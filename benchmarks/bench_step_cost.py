@@ -17,6 +17,13 @@ All in this process, one thread, interleaved ``--repeats`` times; the table give
 
 Run: ``python benchmarks/bench_step_cost.py [--repeats 3]`` (about three minutes). Writes
 ``docs/benchmarks/step_cost.md`` and ``step_cost.json``.
+
+``--l2e [--baseline PATH]`` measures a default ``L2ESamplerClassifier`` fit instead (one task,
+1,000 and 20,000 rows): milliseconds and minor page faults per sampler step, each fit in a
+fresh process after a 300-row warm-up fit (a user's first fit; the allocator's state depends
+on what the process did before), against the same in the source tree at ``PATH`` (e.g. a
+``git worktree`` of an older commit). It replaces the L2E section of the page and keeps the
+rest.
 """
 
 import os
@@ -27,6 +34,7 @@ for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
 import argparse  # noqa: E402
 import json  # noqa: E402
 import subprocess  # noqa: E402
+import sys  # noqa: E402
 import time  # noqa: E402
 import warnings  # noqa: E402
 
@@ -100,11 +108,73 @@ def estimator_step_seconds(X, y):
     return seconds / steps, steps, len(clf.history), clf.batch_size_
 
 
+def l2e_child(rows):
+    """One default L2E fit on ``rows`` rows after a warm-up fit, in this process: prints its
+    seconds, sampler steps and minor page faults as JSON."""
+    import resource
+
+    from sklmoo import L2ESamplerClassifier
+
+    torch.set_num_threads(1)
+    warnings.simplefilter("ignore")
+    L2ESamplerClassifier(random_state=0, max_epochs=2).fit(*data(300))
+    X, y = data(rows)
+    faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    start = time.perf_counter()
+    clf = L2ESamplerClassifier(random_state=0).fit(X, y)
+    seconds = time.perf_counter() - start
+    faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults
+    steps = sum(epoch["train_batch_count"] for epoch in clf.history)
+    print(json.dumps(dict(seconds=seconds, steps=steps, faults=faults)))
+
+
+def l2e_run(tree, rows):
+    """:func:`l2e_child` in a fresh process importing sklmoo from ``tree``."""
+    env = dict(os.environ, PYTHONPATH=tree)
+    out = subprocess.run([sys.executable, os.path.abspath(__file__), "--l2e-child", str(rows)],
+                         env=env, cwd="/tmp", capture_output=True, text=True, check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def l2e_main(args):
+    trees = {"this code": ROOT}
+    if args.baseline:
+        trees["baseline"] = os.path.abspath(args.baseline)
+    results = []
+    for rows in args.rows:
+        runs = {name: [] for name in trees}
+        for _ in range(args.repeats):                    # interleaved
+            for name, tree in trees.items():
+                runs[name].append(l2e_run(tree, rows))
+        row = dict(rows=rows, steps=runs["this code"][0]["steps"])
+        for name, rs in runs.items():
+            row[name] = dict(ms=float(np.median([1e3 * r["seconds"] / r["steps"] for r in rs])),
+                             faults=float(np.median([r["faults"] / r["steps"] for r in rs])),
+                             commit=_commit(trees[name]))
+        results.append(row)
+        print(row, flush=True)
+    saved = json.loads(open(JSON).read()) if os.path.exists(JSON) else {}
+    saved["l2e"] = dict(repeats=args.repeats, results=results)
+    write(saved)
+
+
+def _commit(tree):
+    return subprocess.run(["git", "-C", tree, "rev-parse", "--short", "HEAD"],
+                          capture_output=True, text=True).stdout.strip() or "unknown"
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--rows", type=int, nargs="+", default=[1000, 20000])
+    parser.add_argument("--l2e", action="store_true")
+    parser.add_argument("--baseline")
+    parser.add_argument("--l2e-child", type=int)
     args = parser.parse_args()
+    if args.l2e_child:
+        return l2e_child(args.l2e_child)
+    if args.l2e:
+        return l2e_main(args)
     torch.set_num_threads(1)
     warnings.simplefilter("ignore")
     MTSGDMultiTaskClassifier(random_state=0, max_epochs=1).fit(*data(200))    # imports, warm-up
@@ -126,28 +196,47 @@ def main():
             row["ratio_bmm"] = float(np.median([r["fit"] / r["bmm"] for r in runs]))
             results.append(row)
             print(row, flush=True)
-    write(results, args)
+    saved = json.loads(open(JSON).read()) if os.path.exists(JSON) else {}
+    saved.update(commit=_commit(ROOT), repeats=args.repeats, results=results)
+    write(saved)
 
 
-def write(results, args, commit=None):
+def write(saved):
+    """The page from the saved results (the MT-SGD table, and L2E's when measured)."""
     from sklmoo._io import atomic_write_text
 
-    commit = commit or subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"],
-                                      capture_output=True, text=True).stdout.strip() or "unknown"
+    repeats = saved.get("repeats", 3)
     lines = ["# Step cost of a default fit", "",
-             f"`python benchmarks/bench_step_cost.py --repeats {args.repeats}` (code {commit}, "
-             f"torch {torch.__version__}, one thread; medians of {args.repeats} interleaved "
-             "runs). Milliseconds per optimiser step; a fit's time includes its validation "
-             "passes, callbacks, early stopping and calibration.", "",
+             f"`python benchmarks/bench_step_cost.py --repeats {repeats}` (code "
+             f"{saved['commit']}, torch {torch.__version__}, one thread; medians of {repeats} "
+             "interleaved runs). Milliseconds per optimiser step; a fit's time includes its "
+             "validation passes, callbacks, early stopping and calibration.", "",
              "| rows | tasks | batch | steps (epochs) | default fit | vmap loop | "
              "bmm loop | fit / vmap | fit / bmm |",
              "|---|---|---|---|---|---|---|---|---|"]
-    for r in results:
+    for r in saved["results"]:
         lines.append(f"| {r['rows']:,} | {r['tasks']} | {r['batch']} | {r['steps']} "
                      f"({r['epochs']}) | {1e3 * r['fit']:.2f} | {1e3 * r['vmap']:.2f} | "
                      f"{1e3 * r['bmm']:.2f} | {r['ratio_vmap']:.2f}x | {r['ratio_bmm']:.2f}x |")
+    if "l2e" in saved:
+        l2e = saved["l2e"]
+        names = list(l2e["results"][0].keys() - {"rows", "steps"})
+        names.sort(key=lambda n: n != "this code")
+        label = {n: f"{n} ({l2e['results'][0][n]['commit']})" for n in names}
+        command = "python benchmarks/bench_step_cost.py --l2e" + (
+            f" --repeats {l2e['repeats']}" if l2e["repeats"] != 3 else "") + (
+            " --baseline PATH" if len(names) > 1 else "")
+        lines += ["", "## L2E", "",
+                  f"`{command}`: a default `L2ESamplerClassifier` fit, one task, each in a "
+                  f"fresh process after a 300-row warm-up fit; medians of {l2e['repeats']} "
+                  "interleaved runs. Milliseconds and minor page faults per sampler step.", "",
+                  "| rows | steps | " + " | ".join(f"{label[n]}: ms | faults" for n in names)
+                  + " |", "|---|---|" + "---|---|" * len(names)]
+        for r in l2e["results"]:
+            lines.append(f"| {r['rows']:,} | {r['steps']} | " + " | ".join(
+                f"{r[n]['ms']:.2f} | {r[n]['faults']:.0f}" for n in names) + " |")
     atomic_write_text(MD, "\n".join(lines) + "\n")
-    atomic_write_text(JSON, json.dumps(dict(commit=commit, results=results), indent=1))
+    atomic_write_text(JSON, json.dumps(saved, indent=1))
 
 
 if __name__ == "__main__":
