@@ -239,6 +239,8 @@ def _ratio(info):
 
 
 def _mean(values):
-    """Mean of 0-d tensors in double precision (None when there are none)."""
+    """Mean of 0-d tensors in double precision (None when there are none; one value as it is)."""
     values = [v for v in values if v is not None]
-    return torch.stack(values).double().mean() if values else None
+    if len(values) < 2:
+        return values[0] if values else None
+    return torch.stack(values).double().mean()
