@@ -144,14 +144,32 @@ def _cholesky(K):
     raise np.linalg.LinAlgError("kernel matrix is not positive definite")
 
 
+class _GaussianNLL(torch.autograd.Function):
+    """``0.5 y' K^-1 y + log|L|`` (L the Cholesky factor of K) with its gradient in K in closed
+    form, ``0.5 (K^-1 - alpha alpha')`` for ``alpha = K^-1 y``: the same gradient as autograd
+    through the Cholesky factorisation and solve (to rounding), at 2.6 times less cost per
+    evaluation at 800 rows (scratch /tmp/w/gpgrad.py), which is most of a GP fit's time."""
+
+    @staticmethod
+    def forward(ctx, K, y):
+        L = _cholesky(K)
+        alpha = torch.cholesky_solve(y[:, None], L)[:, 0]
+        ctx.save_for_backward(L, alpha)
+        return 0.5 * y @ alpha + torch.log(torch.diagonal(L)).sum()
+
+    @staticmethod
+    def backward(ctx, grad):
+        L, alpha = ctx.saved_tensors
+        gram = torch.cholesky_inverse(L)
+        gram.sub_(torch.outer(alpha, alpha)).mul_(0.5 * grad)
+        return gram, None
+
+
 def _neg_log_posterior(theta, X, y, inv_w, prior_mean, prior_weight):
     d = X.shape[1]
     noise = torch.exp(theta[d + 2]) + NOISE_FLOOR
     K = kernel_matrix(theta, X, X) + torch.diag(noise * inv_w)
-    L = _cholesky(K)
-    alpha = torch.cholesky_solve(y[:, None], L)[:, 0]
-    nll = (0.5 * y @ alpha + torch.log(torch.diagonal(L)).sum()
-           + 0.5 * len(y) * math.log(2 * math.pi))
+    nll = _GaussianNLL.apply(K, y) + 0.5 * len(y) * math.log(2 * math.pi)
     sd = torch.full_like(theta, LOG_PRIOR_SD)
     sd[:d] = LENGTHSCALE_PRIOR_SD
     sd[-1] = NOISE_PRIOR_SD
