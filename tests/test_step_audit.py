@@ -72,7 +72,9 @@ def test_the_audit_sees_device_less_tensors_and_host_syncs():
     assert sum(audit.factories.values()) == 2 and audit.per_step(audit.factories) == 1
     assert all(key.startswith("torch.zeros at ") for key in audit.factories)
     assert sum(audit.syncs.values()) == 4                # float() and .item(), per step
-    assert any("test_step_audit.py" in key for key in audit.syncs)
+    # each named by the line that made it (not its caller's)
+    line = f"test_step_audit.py:{Step.train_step.__code__.co_firstlineno + 2}"
+    assert all(key.endswith(line) for key in [*audit.syncs, *audit.factories]), audit.syncs
 
 
 @pytest.mark.cuda

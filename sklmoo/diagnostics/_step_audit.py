@@ -30,7 +30,7 @@ _PACKAGE = os.path.dirname(os.path.dirname(_THIS))
 def _origin():
     """file:line of the innermost frame outside torch and this module (sklmoo's paths relative
     to its checkout, others from their package directory on)."""
-    for frame in reversed(traceback.extract_stack()[:-3]):
+    for frame in reversed(traceback.extract_stack()[:-1]):
         path = os.path.abspath(frame.filename)
         if path == _THIS or f"{os.sep}torch{os.sep}" in path:
             continue
