@@ -436,9 +436,9 @@ class SklmooNetMixin:
         validation split and an early-stopping callback) will end the fit once the validation
         loss stops improving.
         ``_patience_epochs``: the budget the early-stopping patience is a fifth of (the
-        unextended one); ``_batches_per_epoch``: the optimiser steps of an epoch. With 'auto' batches on more than ``_auto_batch_large`` rows, early
-        stopping may run to ``_auto_large_epochs`` with a patience of
-        ``_auto_large_patience``."""
+        unextended one); ``_batches_per_epoch``: the optimiser steps of an epoch. With 'auto'
+        batches on more than ``_auto_batch_large`` rows, early stopping may run to
+        ``_auto_large_epochs`` with a patience of ``_auto_large_patience``."""
         rows = self._batch_rows()
         batch = n_train if rows == -1 else min(rows, n_train)
         per_epoch = self._batches_per_epoch = math.ceil(n_train / max(1, batch))

@@ -5,6 +5,8 @@ The classifier and the regressor differ only in their targets (labels or values)
 (logits or a Gaussian mean and scale) and their per-sample loss; everything else is here once.
 """
 
+import dataclasses
+
 import numpy as np
 import torch
 from sklearn.exceptions import NotFittedError
@@ -457,24 +459,27 @@ class MTSGDNetBase(SklmooNetMixin, NeuralNet):
         from the device per epoch instead of several waits per step."""
         pending, self._pending_steps = self.__dict__.get("_pending_steps", []), []
         pending = [(b, info) for e, b, info in pending if e == len(self.history)]
-        values = [getattr(info, f) for _, info in pending for f in StepInfo.FIELDS]
+        fields = [f.name for f in dataclasses.fields(StepInfo)]
+        values = [getattr(info, f) for _, info in pending for f in fields]
         present = [v.detach().reshape(-1).double() for v in values if v is not None]
         if not present:
             return
         flat, offset = torch.cat(present).cpu(), 0
-        keys = ("task_weights", "trunk_repulsion", "head_repulsion", "trunk_drive_norm",
-                "trunk_repulsion_norm", "head_drive_norm", "head_repulsion_norm")
         batches = self.history[-1]["batches"]
         for (b, info) in pending:
             record = {}
-            for key, field in zip(keys, StepInfo.FIELDS):
+            for field in fields:
                 value = getattr(info, field)
                 if value is not None:
                     part = flat[offset:offset + value.numel()]
                     offset += value.numel()
                     value = part.reshape(value.shape).tolist()
-                record[key] = value
+                record[self._step_history_keys.get(field, field)] = value
             batches[b].update(record)
+
+    #: the history names of :class:`~sklmoo.nn.StepInfo`'s fields (the others: as they are)
+    _step_history_keys = {"weights": "task_weights", "trunk_repulsion_ratio": "trunk_repulsion",
+                          "head_repulsion_ratio": "head_repulsion"}
 
     def _guarded_tensors(self):
         return dict(self.module_.named_parameters())

@@ -144,6 +144,12 @@ def _cholesky(K):
     raise np.linalg.LinAlgError("kernel matrix is not positive definite")
 
 
+def _factor(K, y):
+    """``(L, alpha)``: the Cholesky factor of K and ``alpha = K^-1 y``."""
+    L = _cholesky(K)
+    return L, torch.cholesky_solve(y[:, None], L)[:, 0]
+
+
 class _GaussianNLL(torch.autograd.Function):
     """``0.5 y' K^-1 y + log|L|`` (L the Cholesky factor of K) with its gradient in K in closed
     form, ``0.5 (K^-1 - alpha alpha')`` for ``alpha = K^-1 y``: the same gradient as autograd
@@ -152,8 +158,7 @@ class _GaussianNLL(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, K, y):
-        L = _cholesky(K)
-        alpha = torch.cholesky_solve(y[:, None], L)[:, 0]
+        L, alpha = _factor(K, y)
         ctx.save_for_backward(L, alpha)
         return 0.5 * y @ alpha + torch.log(torch.diagonal(L)).sum()
 
@@ -270,8 +275,7 @@ def fit_kernel_regression(X, y, weight=None, rbf=True, ard=True, n_restarts=1,
     with torch.no_grad():
         noise = float(torch.exp(theta[d + 2])) + NOISE_FLOOR
         K = kernel_matrix(theta, Xt, Xt) + torch.diag(noise * inv_w)
-        L = _cholesky(K)
-        alpha = torch.cholesky_solve(yt[:, None], L)[:, 0]
+        L, alpha = _factor(K, yt)
     return KernelFit(train_x=Z, x_mean=x_mean, x_scale=x_scale, alpha=alpha.numpy(),
                      chol=L.numpy(), log_params=theta.numpy(), y_offset=y_offset, y_scale=y_scale,
                      noise=noise * y_scale ** 2, neg_log_posterior=value, rbf=rbf, ard=ard)

@@ -135,10 +135,6 @@ class StepInfo:
     head_drive_norm: Optional[torch.Tensor] = None
     head_repulsion_norm: Optional[torch.Tensor] = None
 
-    #: the fields, in order
-    FIELDS = ("weights", "trunk_repulsion_ratio", "head_repulsion_ratio", "trunk_drive_norm",
-              "trunk_repulsion_norm", "head_drive_norm", "head_repulsion_norm")
-
 
 def multitask_particle_step(net, task_losses, trunk_rule, head_rule, function_space=None):
     """Write ``-phi`` into the ``.grad`` of every trunk and head parameter of ``net``.
@@ -210,7 +206,7 @@ def multitask_particle_step(net, task_losses, trunk_rule, head_rule, function_sp
                                                       fs.smooth_drive))
         phi_head, head_info = head_rule.direction(flatten_particles(head_params).detach(),
                                                   head_scores[None])
-        head_ratios.append(_ratio(head_info))
+        head_ratios.append(head_info.repulsion_ratio_tensor())
         head_norms.append((getattr(head_info, "drive_norm", None),
                            getattr(head_info, "repulsion_norm", None)))
         _set_grads(head_params, phi_head)
@@ -225,17 +221,9 @@ def multitask_particle_step(net, task_losses, trunk_rule, head_rule, function_sp
         weights = weights.new_zeros(weights.shape[:-1] + (len(task_losses),))
         weights[..., active] = info.weights
     norms = [(d, r) for d, r in head_norms if d is not None and r is not None]
-    return StepInfo(weights, _ratio(info), _mean(head_ratios),
+    return StepInfo(weights, info.repulsion_ratio_tensor(), _mean(head_ratios),
                     info.drive_norm, info.repulsion_norm,
                     _mean([d for d, _ in norms]), _mean([r for _, r in norms]))
-
-
-def _ratio(info):
-    """``repulsion_norm / drive_norm`` of a rule's step (a 0-d tensor; None without them)."""
-    drive, repulsion = getattr(info, "drive_norm", None), getattr(info, "repulsion_norm", None)
-    if drive is None or repulsion is None:
-        return None
-    return repulsion / drive.clamp_min(1e-30)
 
 
 def _mean(values):

@@ -67,9 +67,15 @@ class DirectionInfo:
     def repulsion_ratio(self):
         """``||repulsive part|| / ||driving part||`` of phi (kernel rules), else None: above 1
         the particles mostly push each other apart instead of following the targets."""
+        ratio = self.repulsion_ratio_tensor()
+        return None if ratio is None else float(ratio)
+
+    def repulsion_ratio_tensor(self):
+        """:attr:`repulsion_ratio` as a 0-d tensor on the particles' device (read without
+        waiting for it), else None."""
         if self.drive_norm is None or self.repulsion_norm is None:
             return None
-        return float(self.repulsion_norm / self.drive_norm.clamp_min(1e-30))
+        return self.repulsion_norm / self.drive_norm.clamp_min(1e-30)
 
 
 def _check_inputs(particles, scores):
