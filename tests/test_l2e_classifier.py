@@ -21,7 +21,7 @@ from sklmoo import L2ESamplerClassifier
 from sklmoo.meta import load_default_meta_sampler
 from sklmoo.metrics import ece_scorer
 from sklmoo.metrics._recalibration import apply_temperature
-from sklmoo.samplers import L2E, SGHMC, MetaSampler
+from sklmoo.samplers import L2E, SGHMC, MetaSampler, SamplerOptimizer
 
 EXPECTED_FAILED_CHECKS = {
     # the estimators under test get module__hidden_units=(8,), which skorch stores as an
@@ -110,6 +110,107 @@ def test_draws_are_collected_after_burn_in_at_spread_epochs(wine):
     assert all(cyc.optimizer_.sampler.is_sampling(s) for s in cyc._collect_at)
     cycles = {s // int(np.ceil(6 * np.ceil(len(ytr) / 16) / 4)) for s in cyc._collect_at}
     assert len(cycles) >= 3                                   # spread over the cycles
+
+
+def test_adam_burn_in_optimises_then_samples_with_draws_at_spread_steps(wine, monkeypatch):
+    Xtr, ytr, _, _ = wine
+    adam_steps = []
+    step = torch.optim.Adam.step
+    monkeypatch.setattr(torch.optim.Adam, "step",
+                        lambda self, *a, **k: adam_steps.append(1) or step(self, *a, **k))
+    per_epoch = int(np.ceil(len(ytr) / 16))
+    # all but the epochs that hold about _auto_steps sampler steps (here 10: two epochs)
+    monkeypatch.setattr(L2ESamplerClassifier, "_auto_steps", 10)
+    clf = _small(max_epochs=8, n_draws=5, burn_in_method="adam",
+                 train_split=None).fit(Xtr, ytr)
+    assert clf.burn_in_method_ == "adam" and clf.n_draws_ == 5
+    assert len(adam_steps) == 6 * per_epoch
+    # evenly spaced over the 14 steps of the two sampling epochs, the last one at the end
+    assert per_epoch == 7 and sorted(clf._collect_at) == [44, 47, 50, 53, 55]
+    assert clf.optimizer_.warmup is None                       # Adam's moments are freed
+    # an explicit burn-in is kept; a continued fit does not burn in again
+    adam_steps.clear()
+    two = _small(max_epochs=8, n_draws=5, burn_in=2, burn_in_method="adam",
+                 train_split=None, warm_start=True).fit(Xtr, ytr)
+    assert len(adam_steps) == 2 * per_epoch
+    two.fit(Xtr, ytr)
+    assert len(adam_steps) == 2 * per_epoch and two.n_draws_ == 10
+    # 'auto' on a small table: the sampler burns in, draws at epoch ends (as before)
+    adam_steps.clear()
+    auto = _small(max_epochs=8, n_draws=5, train_split=None).fit(Xtr, ytr)
+    assert auto.burn_in_method_ == "sampler" and adam_steps == []
+    assert sorted(auto._collect_at) == [e * per_epoch - 1 for e in (5, 6, 7, 8)]   # 4 of 5
+    # above the threshold, 'auto' is Adam
+    monkeypatch.setattr(L2ESamplerClassifier, "_adam_burn_in_rows", 100)
+    assert _small(max_epochs=8, n_draws=5, train_split=None).fit(
+        Xtr, ytr).burn_in_method_ == "adam"
+
+
+def test_adaptive_adam_burn_in_stops_on_the_validation_loss(wine, monkeypatch):
+    Xtr, ytr, _, _ = wine
+    monkeypatch.setattr(L2ESamplerClassifier, "_auto_steps", 10)
+    monkeypatch.setattr(L2ESamplerClassifier, "_adam_burn_in_patience", 2)
+    monkeypatch.setattr(L2ESamplerClassifier, "_adam_burn_in_max_epochs", 40)
+    monkeypatch.setattr(L2ESamplerClassifier, "_adam_burn_in_lr", 0.05)  # overfits soon
+    clf = _small(max_epochs="auto", n_draws=5, burn_in_method="adam", batch_size=16,
+                 module__hidden_units=(32,)).fit(Xtr, ytr)
+    per_epoch = int(np.ceil(clf.n_train_ / 16))
+    sampling = int(np.ceil(10 / per_epoch))
+    # the rule, replayed on the recorded validation losses: the first epoch after two in a
+    # row without a relative improvement of 1e-4 on the best so far (at most 40)
+    best, misses, burn = np.inf, 0, None
+    for epoch, loss in enumerate(clf.history[:, "valid_loss"], start=1):
+        best, misses = (loss, 0) if loss < best * (1 - 1e-4) else (best, misses + 1)
+        if misses >= 2 or epoch == 40:
+            burn = epoch
+            break
+    assert burn is not None and 3 <= burn < 40
+    assert len(clf.history) == clf.max_epochs_ == burn + sampling
+    assert clf.optimizer_.param_groups[0]["sampler_step"] == (burn + sampling) * per_epoch
+    assert clf.n_draws_ == 5
+    assert min(clf._collect_at) >= burn * per_epoch
+    assert max(clf._collect_at) == (burn + sampling) * per_epoch - 1
+    assert [int(n) for n in clf.history[:, "n_draws"]][:burn] == [0] * burn
+    # a fitted, predicting estimator; the same seed repeats it
+    again = clone(clf).fit(Xtr, ytr)
+    np.testing.assert_array_equal(again.predict_proba(Xtr), clf.predict_proba(Xtr))
+    assert clf.predict_proba(Xtr).shape == (len(Xtr), 3)
+
+
+def test_adam_burn_in_equals_torch_adam_then_the_sampler():
+    torch.manual_seed(0)
+    theta = torch.nn.Parameter(torch.randn(5))
+    twin = torch.nn.Parameter(theta.detach().clone())
+    target = torch.arange(5.0)
+    sampler = SGHMC(0.01, n_data=10, temperature=0.0)
+    opt = SamplerOptimizer([("theta", theta)], sampler, seed=0).set_warmup(
+        20, lr=0.1, weight_decay=0.05)
+    adam = torch.optim.Adam([twin], lr=0.1, weight_decay=0.05)
+    for step in range(20):
+        for p, o in ((theta, opt), (twin, adam)):
+            o.zero_grad()
+            ((p - target) ** 2).mean().backward()
+            o.step()
+        assert torch.equal(theta, twin)
+        assert opt.param_groups[0]["sampler_step"] == step + 1
+    assert opt.warmup is None
+    copy = pickle.loads(pickle.dumps(opt))
+    opt.zero_grad()
+    ((theta - target) ** 2).mean().backward()
+    grad = theta.grad.clone()
+    opt.step()                                                    # now the sampler's step
+    expected = sampler.update(sampler.init({"theta": twin.detach()}), {"theta": grad},
+                              generator=copy.generator)
+    torch.testing.assert_close(theta.detach(), expected.params["theta"])
+    # a pickled optimiser in the middle of the warm-up continues it
+    mid = SamplerOptimizer([("theta", torch.nn.Parameter(torch.zeros(3)))], sampler)
+    mid.set_warmup(5)
+    again = pickle.loads(pickle.dumps(mid))
+    assert again.warmup_steps == 5 and isinstance(again.warmup, torch.optim.Adam)
+    with pytest.raises(FloatingPointError, match="non-finite gradient for 'theta'"):
+        p = again.param_groups[0]["params"][0]
+        p.grad = torch.tensor([0.0, float("nan"), 0.0])
+        again.step()
 
 
 @pytest.mark.parametrize("name", ["l2e", "sghmc"])
@@ -298,7 +399,7 @@ def test_bad_meta_sampler_files_fail_early(tmp_path, wine, case, error, match):
     ({"y": "continuous"}, "Unknown label type"), ({"y": "short"}, "samples"),
     ({"sampler": "hmc"}, "sampler must be one of"), ({"n_chains": 0}, "n_chains"),
     ({"step_size": -1.0}, "step_size"), ({"burn_in": 6}, "burn_in=6 leaves none"),
-    ({"sample_dtype": "int8"}, "sample_dtype"), ({"temperature": float("nan")}, "temperature"),
+    ({"sample_dtype": "int8"}, "sample_dtype"), ({"burn_in_method": "sgd"}, "burn_in_method"), ({"temperature": float("nan")}, "temperature"),
 ])
 def test_bad_input_raises_early(wine, change, match):
     Xtr, ytr, _, _ = wine

@@ -58,7 +58,9 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
     from a meta-learned per-coordinate MLP (sklmoo ships one, meta-trained on digits-derived and
     synthetic tasks only), or the SGHMC / cyclical SGHMC baselines. After ``burn_in`` epochs,
     ``n_draws`` draws per chain are collected; predictions are the Bayesian model average over
-    all draws of all chains.
+    all draws of all chains. On more than 8,192 training rows the burn-in is, by default,
+    Adam on each chain's log posterior until the validation loss stops improving, and the
+    sampler runs about 500 steps from there (``burn_in_method``).
 
     The target is the posterior :math:`p(\\theta|D) \\propto \\exp(-N\\,\\overline{\\ell}(\\theta)
     / T)\\,\\mathcal N(\\theta; 0, \\lambda^{-1} I)` (``T`` the temperature, ``λ`` the prior
@@ -89,14 +91,28 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
     max_epochs : int or 'auto', default='auto'
         Epochs per call to ``fit``. 'auto': about 500 sampler steps (20 to 500 epochs;
         ``max_epochs_`` holds the number chosen). The cost per step is the transition,
-        whatever the batch, hence the budget in steps and the large default batch.
+        whatever the batch, hence the budget in steps and the large default batch. With the
+        Adam burn-in and a validation split, 'auto' runs Adam until the validation loss has
+        not improved for 10 epochs (at most 100 epochs), then the epochs holding about 500
+        sampler steps; ``max_epochs_`` is then the number of epochs run.
     burn_in : int, default=None
         Epochs discarded before collecting. None: half of ``max_epochs`` for 'l2e' and 'sghmc',
-        none for 'csgmcmc' (its exploration phases play that role). A continued fit
-        (``warm_start``, ``partial_fit``) does not burn in again.
+        none for 'csgmcmc' (its exploration phases play that role); with the Adam burn-in, all
+        but the last epochs holding about 500 sampler steps (at least one), or with
+        ``max_epochs='auto'`` and a validation split until the validation loss stops
+        improving. A continued fit (``warm_start``, ``partial_fit``) does not burn in again.
+    burn_in_method : {'auto', 'sampler', 'adam'}, default='auto'
+        How the burn-in epochs move the chains. 'sampler': the sampler's own transition.
+        'adam': each chain minimises its mean loss plus the prior's penalty with Adam
+        (learning rate 1e-3); the sampler then starts from there, and the draws are taken at
+        evenly spaced steps of the sampling epochs instead of at epoch ends. 'auto': 'adam'
+        with more than 8,192 training rows, where the sampler's small steps
+        (:math:`\\epsilon = \\sqrt{s/N}`) need many epochs to reach the posterior's bulk,
+        'sampler' otherwise.
     n_draws : int, default=20
         Draws collected per chain and fit call, at evenly spaced epoch ends after burn-in (for
-        'csgmcmc', at evenly spaced steps of the sampling phases); predictions average
+        'csgmcmc', at evenly spaced steps of the sampling phases; after the Adam burn-in, at
+        evenly spaced steps); predictions average
         ``n_chains * n_draws_`` networks.
     step_size : float, default=None
         :math:`s` in the time step :math:`\\epsilon = \\sqrt{s / N}`. None: 1.0 for 'l2e' (its
@@ -173,6 +189,8 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
         The fitted temperature (1 without calibration or validation rows).
     max_epochs_, n_train_, n_valid_ : int
         The epoch budget of the last fit; the rows sampled on and held out.
+    burn_in_method_ : {'sampler', 'adam'}
+        How the last fit burned in (``burn_in_method`` resolved).
     fit_warnings_ : list of str
         The warnings of the last fit (kept when they were raised in a joblib worker too).
     history : skorch History
@@ -207,7 +225,7 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
     """
 
     def __init__(self, module=None, *, sampler="l2e", meta_sampler="default", n_chains=4,
-                 max_epochs="auto", burn_in=None, n_draws=20, step_size=None, friction=None,
+                 max_epochs="auto", burn_in=None, burn_in_method="auto", n_draws=20, step_size=None, friction=None,
                  temperature=1.0, prior_precision=1.0, n_cycles=4, n_data=None,
                  sample_dtype="float32", input_shape=None, calibration="temperature",
                  class_weight=None, random_state=None, criterion=torch.nn.CrossEntropyLoss, batch_size=128,
@@ -220,6 +238,7 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
         self.meta_sampler = meta_sampler
         self.n_chains = n_chains
         self.burn_in = burn_in
+        self.burn_in_method = burn_in_method
         self.n_draws = n_draws
         self.step_size = step_size
         self.friction = friction
@@ -235,6 +254,15 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
 
     #: ``max_epochs='auto'``: about this many sampler steps (see the class docstring)
     _auto_steps = 500
+
+    #: ``burn_in_method='auto'``: Adam above this many training rows
+    _adam_burn_in_rows = 8192
+    #: the Adam burn-in's learning rate (torch's and scikit-learn's MLP default)
+    _adam_burn_in_lr = 1e-3
+    #: with 'auto' epochs and a validation split, the Adam burn-in ends once the validation
+    #: loss has not improved for this many epochs, or after the maximum
+    _adam_burn_in_patience = 10
+    _adam_burn_in_max_epochs = 100
 
     _renamed_params = {"n_samples": "n_draws"}
     _auto_epoch_bounds = (20, 500)
@@ -267,6 +295,9 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
             raise ValueError(f"{type(self).__name__} does not use {', '.join(unused)}: the "
                              "sampler moves the weights; set its step with step_size (and "
                              "friction, temperature)")
+        if self.burn_in_method not in ("auto", "sampler", "adam"):
+            raise ValueError(f"burn_in_method must be one of ('auto', 'sampler', 'adam'), got "
+                             f"{self.burn_in_method!r}")
         if self.sampler not in SGMCMC_SAMPLERS:
             raise ValueError(f"sampler must be one of {SGMCMC_SAMPLERS}, got {self.sampler!r}")
         if self.sample_dtype not in _SAMPLE_DTYPES:
@@ -426,7 +457,23 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
         self.optimizer_.set_sampler(self._make_sampler(meta, data_weight,
                                                        epochs * steps_per_epoch))
         self.optimizer_.param_groups[0]["sampler_step"] = 0
-        self._collect_at = self._collection_steps(continuing, steps_per_epoch)
+        self.burn_in_method_ = self._resolve_burn_in_method(n_train)
+        burn = self._burn_in_epochs(continuing, steps_per_epoch)
+        self._adaptive_burn_in = None
+        if (self.burn_in_method_ == "adam" and burn > 0 and self.burn_in is None
+                and isinstance(self.max_epochs, str) and dataset_valid is not None):
+            # Adam until the validation loss stops improving, then the sampling epochs
+            sampling = self.max_epochs_ - burn
+            burn = self._adam_burn_in_max_epochs
+            self.max_epochs_ = burn + sampling
+            self._adaptive_burn_in = {"sampling": sampling, "per_epoch": steps_per_epoch,
+                                      "best": np.inf, "misses": 0, "stop_after": None}
+        self.optimizer_.set_warmup(
+            burn * steps_per_epoch if self.burn_in_method_ == "adam" else 0,
+            lr=self._adam_burn_in_lr,
+            weight_decay=self.prior_precision / (self.n_data or data_weight))
+        self._collect_at = (set() if self._adaptive_burn_in is not None
+                            else self._collection_steps(burn, steps_per_epoch))
         try:
             self._run_epochs(X, codes, (dataset_train, dataset_valid), **fit_params)
         finally:
@@ -488,12 +535,28 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
                            weight_decay=self.prior_precision / n, meta=meta, n_steps=n_steps,
                            n_cycles=self.n_cycles, batch_dims=1)
 
-    def _collection_steps(self, continuing, steps_per_epoch):
+    def _resolve_burn_in_method(self, n_train):
+        if self.burn_in_method == "auto":
+            return "adam" if n_train > self._adam_burn_in_rows else "sampler"
+        return self.burn_in_method
+
+    def _burn_in_epochs(self, continuing, steps_per_epoch):
+        """Epochs of this call before sampling (see ``burn_in``)."""
+        epochs = self.max_epochs_
+        if continuing:
+            return 0
+        if self.burn_in is not None:
+            return self.burn_in
+        if self.sampler == "csgmcmc":
+            return 0
+        if self.burn_in_method_ == "adam":
+            # the chains start sampling near a mode: about _auto_steps sampler steps
+            return max(0, epochs - max(1, math.ceil(self._auto_steps / steps_per_epoch)))
+        return epochs // 2
+
+    def _collection_steps(self, burn, steps_per_epoch):
         """Sampler steps of this call (0-based) after which a draw is collected."""
         epochs = self.max_epochs_
-        burn = 0 if continuing else self.burn_in
-        if burn is None:
-            burn = 0 if self.sampler == "csgmcmc" else epochs // 2
         if self.sampler == "csgmcmc":
             # any step of a sampling phase (cycles can be shorter than an epoch)
             sampling = self.optimizer_.sampler.is_sampling
@@ -502,6 +565,9 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
             if len(candidates) == 0:
                 raise ValueError(f"no step after burn-in lies in a sampling phase of the "
                                  f"{self.n_cycles} cycles: raise max_epochs or lower n_cycles")
+        elif self.burn_in_method_ == "adam":
+            # any step of the sampling epochs (a large table's are few and long)
+            candidates = np.arange(burn * steps_per_epoch, epochs * steps_per_epoch)
         else:
             candidates = np.arange(burn + 1, epochs + 1) * steps_per_epoch - 1   # epoch ends
         n = min(self.n_draws, len(candidates))
@@ -634,6 +700,34 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
         self.convergence_ = None
         self.temperature_ = float(self._loaded_recalibration()[0])
         self.fitted_ = self.n_draws_ > 0
+
+    def on_epoch_begin(self, net, **kwargs):
+        """During an adaptive Adam burn-in, decide from the last epoch's validation loss
+        whether it ends; end the loop once the sampling epochs after it are done."""
+        adaptive = getattr(self, "_adaptive_burn_in", None)
+        done = len(self.history) - getattr(self, "_epoch_offset", 0)
+        if adaptive is not None and done > 0:
+            if adaptive["stop_after"] is None:
+                self._adaptive_burn_in_check(adaptive, done)
+            elif done >= adaptive["stop_after"]:
+                raise KeyboardInterrupt    # skorch ends its loop; every epoch has run
+        super().on_epoch_begin(net, **kwargs)
+
+    def _adaptive_burn_in_check(self, adaptive, done):
+        """Count an Adam epoch whose validation loss did not improve on the best by a
+        relative 1e-4; after ``_adam_burn_in_patience`` of them in a row (or at the maximum)
+        the sampler takes over for the sampling epochs, and the draws' steps are fixed."""
+        loss = float(self.history[-1, "valid_loss"])
+        if loss < adaptive["best"] * (1 - 1e-4):            # a cross-entropy: >= 0
+            adaptive["best"], adaptive["misses"] = loss, 0
+        else:
+            adaptive["misses"] += 1
+        if (adaptive["misses"] < self._adam_burn_in_patience
+                and done < self._adam_burn_in_max_epochs):
+            return
+        self.optimizer_.set_warmup(0)                     # the sampler from the next step
+        adaptive["stop_after"] = self.max_epochs_ = done + adaptive["sampling"]
+        self._collect_at = self._collection_steps(done, adaptive["per_epoch"])
 
     def on_epoch_end(self, net, **kwargs):
         """Detect divergence and record the number of draws collected so far."""

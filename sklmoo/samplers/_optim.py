@@ -4,6 +4,8 @@ import dataclasses
 
 import torch
 
+from ._sgmcmc import checked_gradients
+
 
 class SamplerOptimizer(torch.optim.Optimizer):
     """Run a functional sampler (``init`` / ``update``, e.g. :class:`SGHMC` or :class:`L2E`) as a
@@ -25,6 +27,11 @@ class SamplerOptimizer(torch.optim.Optimizer):
         learning-rate scheduler that changes it schedules the step size.
     seed : int, optional
         Seeds the generator of the sampler's noise (on the parameters' device).
+
+    Notes
+    -----
+    :meth:`set_warmup` makes the first steps plain Adam steps on the mean loss (an optimised
+    burn-in); the sampler then starts from where they end, with its fresh initial state.
 
     Raises
     ------
@@ -52,6 +59,8 @@ class SamplerOptimizer(torch.optim.Optimizer):
             raise ValueError("SamplerOptimizer got no parameters")
         super().__init__([p for _, p in named], {"sampler_step": 0, "lr": None})
         self.names = [n for n, _ in named]
+        self.warmup = None
+        self.warmup_steps = 0
         self.set_sampler(sampler)
         device = named[0][1].device
         self.generator = torch.Generator(device=device)
@@ -65,6 +74,16 @@ class SamplerOptimizer(torch.optim.Optimizer):
         size."""
         self.sampler = sampler
         self.param_groups[0]["lr"] = getattr(sampler, "step_size", None)
+        return self
+
+    def set_warmup(self, n_steps, lr=1e-3, weight_decay=0.0):
+        """Make the next ``n_steps`` steps Adam steps (``lr``; ``weight_decay``: the prior's
+        precision over the data size, the L2 term of the mean loss), counted as sampler steps;
+        the sampler takes over after them. ``n_steps=0`` removes a pending warm-up."""
+        start = int(self.param_groups[0]["sampler_step"])
+        self.warmup_steps = start + int(n_steps)
+        self.warmup = (torch.optim.Adam(self._params(), lr=lr, weight_decay=weight_decay)
+                       if n_steps > 0 else None)
         return self
 
     def _params(self):
@@ -95,6 +114,17 @@ class SamplerOptimizer(torch.optim.Optimizer):
                 loss = closure()
         group = self.param_groups[0]
         params = self._params()
+        if self.warmup is not None and group["sampler_step"] < self.warmup_steps:
+            # the sampler's own check, before Adam moves anything
+            checked_gradients({n: p for n, p in zip(self.names, params)},
+                              {n: torch.zeros_like(p) if p.grad is None else p.grad
+                               for n, p in zip(self.names, params)},
+                              int(group["sampler_step"]))
+            self.warmup.step()
+            group["sampler_step"] += 1
+            if group["sampler_step"] >= self.warmup_steps:
+                self.warmup = None               # its moments are not needed any more
+            return loss
         if group["lr"] is not None and group["lr"] != getattr(self.sampler, "step_size", None):
             self.sampler.step_size = float(group["lr"])     # set by an LR scheduler
         # the sampler rejects non-finite gradients (naming the tensor) before anything moves
@@ -113,7 +143,8 @@ class SamplerOptimizer(torch.optim.Optimizer):
         # torch's Optimizer pickles only defaults / state / param_groups: keep what the chain
         # needs to continue exactly (names, sampler, noise generator) in a copy or a pickle too
         state = super().__getstate__()
-        state.update(names=list(self.names), sampler=self.sampler,
+        state.update(names=list(self.names), sampler=self.sampler, warmup=self.warmup,
+                     warmup_steps=self.warmup_steps,
                      generator_device=str(self.generator.device),
                      generator_state=self.generator.get_state())
         return state
@@ -122,6 +153,8 @@ class SamplerOptimizer(torch.optim.Optimizer):
         state = dict(state)
         gen_device = state.pop("generator_device", "cpu")
         gen_state = state.pop("generator_state", None)
+        state.setdefault("warmup", None)         # pickled before the Adam burn-in existed
+        state.setdefault("warmup_steps", 0)
         super().__setstate__(state)
         self.generator = torch.Generator(device=gen_device)
         if gen_state is not None:
