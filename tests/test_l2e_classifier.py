@@ -140,10 +140,17 @@ def test_adam_burn_in_optimises_then_samples_with_draws_at_spread_steps(wine, mo
     auto = _small(max_epochs=8, n_draws=5, train_split=None).fit(Xtr, ytr)
     assert auto.burn_in_method_ == "sampler" and adam_steps == []
     assert sorted(auto._collect_at) == [e * per_epoch - 1 for e in (5, 6, 7, 8)]   # 4 of 5
-    # above the threshold, 'auto' is Adam
+    # above the threshold, 'auto' is Adam, except for cyclical SG-MCMC (no burn-in)
     monkeypatch.setattr(L2ESamplerClassifier, "_adam_burn_in_rows", 100)
     assert _small(max_epochs=8, n_draws=5, train_split=None).fit(
         Xtr, ytr).burn_in_method_ == "adam"
+    assert _small(sampler="csgmcmc", max_epochs=8, n_draws=5, train_split=None).fit(
+        Xtr, ytr).burn_in_method_ == "sampler"
+    # fewer epochs than the sampling budget: still at least half of them burn in
+    monkeypatch.setattr(L2ESamplerClassifier, "_auto_steps", 500)
+    adam_steps.clear()
+    short = _small(max_epochs=4, n_draws=5, train_split=None).fit(Xtr, ytr)
+    assert len(adam_steps) == 2 * per_epoch and min(short._collect_at) >= 2 * per_epoch
 
 
 def test_adaptive_adam_burn_in_stops_on_the_validation_loss(wine, monkeypatch):
@@ -175,6 +182,14 @@ def test_adaptive_adam_burn_in_stops_on_the_validation_loss(wine, monkeypatch):
     again = clone(clf).fit(Xtr, ytr)
     np.testing.assert_array_equal(again.predict_proba(Xtr), clf.predict_proba(Xtr))
     assert clf.predict_proba(Xtr).shape == (len(Xtr), 3)
+    # a user's early stopping that ends the fit inside the burn-in: no draw, said so
+    from skorch.callbacks import EarlyStopping
+
+    monkeypatch.setattr(L2ESamplerClassifier, "_adam_burn_in_patience", 30)
+    stopped = clone(clf).set_params(callbacks=[EarlyStopping(patience=1, load_best=False)])
+    with pytest.raises(ValueError, match="before any draw.*the Adam burn-in had not ended"):
+        stopped.fit(Xtr, ytr)
+    assert not stopped.__sklearn_is_fitted__()
 
 
 def test_adam_burn_in_equals_torch_adam_then_the_sampler():

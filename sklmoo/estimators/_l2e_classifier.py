@@ -59,8 +59,8 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
     synthetic tasks only), or the SGHMC / cyclical SGHMC baselines. After ``burn_in`` epochs,
     ``n_draws`` draws per chain are collected; predictions are the Bayesian model average over
     all draws of all chains. On more than 8,192 training rows the burn-in is, by default,
-    Adam on each chain's log posterior until the validation loss stops improving, and the
-    sampler runs about 500 steps from there (``burn_in_method``).
+    Adam on each chain's loss plus the prior's penalty (until the validation loss stops
+    improving), and the sampler runs about 500 steps from there (``burn_in_method``).
 
     The target is the posterior :math:`p(\\theta|D) \\propto \\exp(-N\\,\\overline{\\ell}(\\theta)
     / T)\\,\\mathcal N(\\theta; 0, \\lambda^{-1} I)` (``T`` the temperature, ``λ`` the prior
@@ -94,24 +94,26 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
         whatever the batch, hence the budget in steps and the large default batch. With the
         Adam burn-in and a validation split, 'auto' runs Adam until the validation loss has
         not improved for 10 epochs (at most 100 epochs), then the epochs holding about 500
-        sampler steps; ``max_epochs_`` is then the number of epochs run.
+        sampler steps (at least one epoch); ``max_epochs_`` is then the number of epochs run.
     burn_in : int, default=None
         Epochs discarded before collecting. None: half of ``max_epochs`` for 'l2e' and 'sghmc',
         none for 'csgmcmc' (its exploration phases play that role); with the Adam burn-in, all
-        but the last epochs holding about 500 sampler steps (at least one), or with
-        ``max_epochs='auto'`` and a validation split until the validation loss stops
-        improving. A continued fit (``warm_start``, ``partial_fit``) does not burn in again.
+        but the last epochs holding about 500 sampler steps (at least one epoch samples, at
+        least half of the epochs burn in), or with ``max_epochs='auto'`` and a validation
+        split until the validation loss stops improving. A continued fit (``warm_start``,
+        ``partial_fit``) does not burn in again.
     burn_in_method : {'auto', 'sampler', 'adam'}, default='auto'
         How the burn-in epochs move the chains. 'sampler': the sampler's own transition.
-        'adam': each chain minimises its mean loss plus the prior's penalty with Adam
-        (learning rate 1e-3); the sampler then starts from there, and the draws are taken at
-        evenly spaced steps of the sampling epochs instead of at epoch ends. 'auto': 'adam'
-        with more than 8,192 training rows, where the sampler's small steps
-        (:math:`\\epsilon = \\sqrt{s/N}`) need many epochs to reach the posterior's bulk,
-        'sampler' otherwise.
+        'adam': each chain minimises its mean loss plus the prior's penalty (weight decay
+        ``prior_precision / N``) with Adam (learning rate 1e-3); the sampler then starts from
+        there. 'auto': 'adam' with more than 8,192 training rows, where the sampler's small
+        steps (:math:`\\epsilon = \\sqrt{s/N}`) need many epochs to reach the posterior's
+        bulk, except for 'csgmcmc'; 'sampler' otherwise. ``burn_in_method_`` holds the one
+        used; when it is 'adam', the draws (of a continued fit too) are taken at evenly spaced
+        steps instead of epoch ends.
     n_draws : int, default=20
         Draws collected per chain and fit call, at evenly spaced epoch ends after burn-in (for
-        'csgmcmc', at evenly spaced steps of the sampling phases; after the Adam burn-in, at
+        'csgmcmc', at evenly spaced steps of the sampling phases; with the Adam burn-in, at
         evenly spaced steps); predictions average
         ``n_chains * n_draws_`` networks.
     step_size : float, default=None
@@ -485,7 +487,7 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
         if self.n_draws_ == 0:
             raise ValueError(f"training stopped after {len(self.history)} epochs, before any "
                              f"draw was collected (burn-in ends after epoch "
-                             f"{min(self._collect_at) // max(1, steps_per_epoch) + 1}); the "
+                             f"{self._burn_in_end(steps_per_epoch)}); the "
                              "estimator is not fitted: lower burn_in or the early-stopping "
                              "patience")
         self.convergence_ = self._probe_convergence(X)
@@ -535,9 +537,17 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
                            weight_decay=self.prior_precision / n, meta=meta, n_steps=n_steps,
                            n_cycles=self.n_cycles, batch_dims=1)
 
+    def _burn_in_end(self, steps_per_epoch):
+        """The epoch after which draws start, as text for an error message."""
+        if not self._collect_at:        # an adaptive Adam burn-in that was stopped
+            return f"{len(self.history)} or later (the Adam burn-in had not ended)"
+        return str(min(self._collect_at) // max(1, steps_per_epoch) + 1)
+
     def _resolve_burn_in_method(self, n_train):
         if self.burn_in_method == "auto":
-            return "adam" if n_train > self._adam_burn_in_rows else "sampler"
+            # cyclical SG-MCMC burns in by its exploration phases
+            return ("adam" if n_train > self._adam_burn_in_rows and self.sampler != "csgmcmc"
+                    else "sampler")
         return self.burn_in_method
 
     def _burn_in_epochs(self, continuing, steps_per_epoch):
@@ -550,8 +560,10 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
         if self.sampler == "csgmcmc":
             return 0
         if self.burn_in_method_ == "adam":
-            # the chains start sampling near a mode: about _auto_steps sampler steps
-            return max(0, epochs - max(1, math.ceil(self._auto_steps / steps_per_epoch)))
+            # the chains start sampling near a mode: about _auto_steps sampler steps (at
+            # least one epoch), and at least half of the epochs burn in
+            return max(epochs // 2,
+                       epochs - max(1, math.ceil(self._auto_steps / steps_per_epoch)))
         return epochs // 2
 
     def _collection_steps(self, burn, steps_per_epoch):
