@@ -6,6 +6,7 @@ The classifier and the regressor differ only in their targets (labels or values)
 """
 
 import dataclasses
+import math
 
 import numpy as np
 import torch
@@ -448,34 +449,54 @@ class MTSGDNetBase(SklmooNetMixin, NeuralNet):
                 trunk_rule, head_rule, function_space)
         except FloatingPointError as exc:
             raise FloatingPointError(f"sampler diverged in epoch {epoch}: {exc}") from exc
-        # recorded in this batch's history at the end of the epoch, read from the device at once
-        self.__dict__.setdefault("_pending_steps", []).append(
-            (len(self.history), len(self.history[-1]["batches"]) - 1, info))
+        self._stash_step(info)
         return {"loss": loss.detach(), "y_pred": y_pred}
+
+    def _stash_step(self, info):
+        """Keep this step's :class:`~sklmoo.nn.StepInfo` for this batch's history, written at
+        the end of the epoch (one read from the device then, no wait now): its values are
+        copied into a row of a buffer that lives for the epoch, so that no small tensor of a
+        step outlives the step (kept until the epoch's end, they pinned the heap around each
+        step's freed temporaries: a million-row fit held ~0.2 MB of unreusable free heap per
+        step, :doc:`benchmarks/fit_memory`)."""
+        values = [(f.name, getattr(info, f.name)) for f in dataclasses.fields(StepInfo)]
+        layout = tuple((name, None if v is None else tuple(v.shape)) for name, v in values)
+        present = [v.detach().reshape(-1).double() for _, v in values if v is not None]
+        if not present:
+            return
+        row = torch.cat(present)
+        stash = self.__dict__.setdefault("_step_stash", {})
+        buffer, steps = stash.get(layout, (None, []))
+        if buffer is None or len(steps) == len(buffer):
+            grown = row.new_empty((max(getattr(self, "_batches_per_epoch", 1), 2 * len(steps)),
+                                   row.numel()))
+            if steps:
+                grown[:len(steps)].copy_(buffer[:len(steps)])
+            buffer = grown
+        buffer[len(steps)].copy_(row)
+        steps.append((len(self.history), len(self.history[-1]["batches"]) - 1))
+        stash[layout] = (buffer, steps)
 
     def _record_steps(self):
         """Write the epoch's :class:`~sklmoo.nn.StepInfo` into its batches of ``history``
         (``task_weights``, ``trunk_repulsion``, ``trunk_drive_norm``, ... as floats): one copy
         from the device per epoch instead of several waits per step."""
-        pending, self._pending_steps = self.__dict__.get("_pending_steps", []), []
-        pending = [(b, info) for e, b, info in pending if e == len(self.history)]
-        fields = [f.name for f in dataclasses.fields(StepInfo)]
-        values = [getattr(info, f) for _, info in pending for f in fields]
-        present = [v.detach().reshape(-1).double() for v in values if v is not None]
-        if not present:
-            return
-        flat, offset = torch.cat(present).cpu(), 0
+        stash, self._step_stash = self.__dict__.get("_step_stash", {}), {}
         batches = self.history[-1]["batches"]
-        for (b, info) in pending:
-            record = {}
-            for field in fields:
-                value = getattr(info, field)
-                if value is not None:
-                    part = flat[offset:offset + value.numel()]
-                    offset += value.numel()
-                    value = part.reshape(value.shape).tolist()
-                record[self._step_history_keys.get(field, field)] = value
-            batches[b].update(record)
+        for layout, (buffer, steps) in stash.items():
+            flat = buffer[:len(steps)].cpu()
+            for row, (epoch, b) in zip(flat, steps):
+                if epoch != len(self.history):
+                    continue
+                record, offset = {}, 0
+                for field, shape in layout:
+                    value = None
+                    if shape is not None:
+                        size = math.prod(shape)
+                        value = row[offset:offset + size].reshape(shape).tolist()
+                        offset += size
+                    record[self._step_history_keys.get(field, field)] = value
+                batches[b].update(record)
 
     #: the history names of :class:`~sklmoo.nn.StepInfo`'s fields (the others: as they are)
     _step_history_keys = {"weights": "task_weights", "trunk_repulsion_ratio": "trunk_repulsion",
