@@ -86,6 +86,12 @@ class _InterruptAfter(Callback):
             raise KeyboardInterrupt
 
 
+class _InterruptInside(Callback):
+    def on_batch_end(self, net, training=False, **kwargs):
+        if training and len(net.history) == 2 and len(net.history[-1]["batches"]) == 2:
+            raise KeyboardInterrupt
+
+
 @pytest.mark.parametrize("make", [
     lambda **kw: _mt(max_epochs=3, **kw),
     lambda **kw: L2ESamplerClassifier(n_chains=2, max_epochs=3, n_draws=1,
@@ -100,6 +106,12 @@ def test_interrupted_or_reinitialised_estimators_are_not_fitted(digits, make):
     y = _target_for(make(), y)
     with pytest.raises(KeyboardInterrupt, match="interrupted after 1 of 3 epochs"):
         make(callbacks=[_InterruptAfter()]).fit(X, y)
+    # interrupted inside an epoch: no step's diagnostics (device tensors) are left behind
+    # for a later fit or a pickle
+    inside = make(callbacks=[_InterruptInside()])
+    with pytest.raises(KeyboardInterrupt, match="interrupted"):
+        inside.fit(X, y)
+    assert getattr(inside, "_step_stash", {}) == {}
     clf = make()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)

@@ -249,6 +249,8 @@ class MTSGDNetBase(SklmooNetMixin, NeuralNet):
         finally:
             for name in shown:
                 delattr(self, name)
+            # an interrupted epoch's diagnostics never reach history; none outlive the fit
+            self._step_stash = {}
         self.n_train_, self.n_valid_ = n_train, 0 if valid is None else len(valid)
         self._after_epochs(X, targets, weight, valid)
         rows = (self._subset_rows(valid, X, targets, weight) if self.calibration is not None
@@ -456,9 +458,9 @@ class MTSGDNetBase(SklmooNetMixin, NeuralNet):
         """Keep this step's :class:`~sklmoo.nn.StepInfo` for this batch's history, written at
         the end of the epoch (one read from the device then, no wait now): its values are
         copied into a row of a buffer that lives for the epoch, so that no small tensor of a
-        step outlives the step (kept until the epoch's end, they pinned the heap around each
-        step's freed temporaries: a million-row fit held ~0.2 MB of unreusable free heap per
-        step, :doc:`benchmarks/fit_memory`)."""
+        step outlives the step (kept until the epoch's end, they went with about 0.37 MB of
+        free heap per step that glibc did not reuse in a million-row fit: the fit-memory
+        benchmark page)."""
         values = [(f.name, getattr(info, f.name)) for f in dataclasses.fields(StepInfo)]
         layout = tuple((name, None if v is None else tuple(v.shape)) for name, v in values)
         present = [v.detach().reshape(-1).double() for _, v in values if v is not None]
