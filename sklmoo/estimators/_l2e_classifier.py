@@ -450,9 +450,8 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
                                                         **fit_params)
         n_train = len(dataset_train)
         data_weight = self._data_weight(dataset_train, weight[:, None], observed)
-        batch = n_train if self.batch_size == -1 else min(self.batch_size, n_train)
-        steps_per_epoch = math.ceil(n_train / batch)
         epochs = self._resolve_epochs(n_train)
+        steps_per_epoch = self._batches_per_epoch
         if not continuing and self.burn_in is not None and self.burn_in >= epochs:
             raise ValueError(f"burn_in={self.burn_in} leaves none of the {epochs} epochs of "
                              f"max_epochs={self.max_epochs!r} to collect samples")
@@ -468,12 +467,11 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
             sampling = self.max_epochs_ - burn
             burn = self._adam_burn_in_max_epochs
             self.max_epochs_ = burn + sampling
-            self._adaptive_burn_in = {"sampling": sampling, "per_epoch": steps_per_epoch,
-                                      "best": np.inf, "misses": 0, "stop_after": None}
+            self._adaptive_burn_in = {"sampling": sampling, "best": np.inf, "misses": 0,
+                                      "stop_after": None}
         self.optimizer_.set_warmup(
             burn * steps_per_epoch if self.burn_in_method_ == "adam" else 0,
-            lr=self._adam_burn_in_lr,
-            weight_decay=self.prior_precision / (self.n_data or data_weight))
+            lr=self._adam_burn_in_lr, weight_decay=self.optimizer_.sampler.weight_decay)
         self._collect_at = (set() if self._adaptive_burn_in is not None
                             else self._collection_steps(burn, steps_per_epoch))
         try:
@@ -739,7 +737,7 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
             return
         self.optimizer_.set_warmup(0)                     # the sampler from the next step
         adaptive["stop_after"] = self.max_epochs_ = done + adaptive["sampling"]
-        self._collect_at = self._collection_steps(done, adaptive["per_epoch"])
+        self._collect_at = self._collection_steps(done, self._batches_per_epoch)
 
     def on_epoch_end(self, net, **kwargs):
         """Detect divergence and record the number of draws collected so far."""

@@ -476,7 +476,7 @@ class MTSGDNetBase(SklmooNetMixin, NeuralNet):
                 grown[:len(steps)].copy_(buffer[:len(steps)])
             buffer = grown
         buffer[len(steps)].copy_(row)
-        steps.append((len(self.history), len(self.history[-1]["batches"]) - 1))
+        steps.append(len(self.history[-1]["batches"]) - 1)          # this batch's index
         stash[layout] = (buffer, steps)
 
     def _record_steps(self):
@@ -487,9 +487,7 @@ class MTSGDNetBase(SklmooNetMixin, NeuralNet):
         batches = self.history[-1]["batches"]
         for layout, (buffer, steps) in stash.items():
             flat = buffer[:len(steps)].cpu()
-            for row, (epoch, b) in zip(flat, steps):
-                if epoch != len(self.history):
-                    continue
+            for row, b in zip(flat, steps):
                 record, offset = {}, 0
                 for field, shape in layout:
                     value = None

@@ -114,12 +114,11 @@ class SamplerOptimizer(torch.optim.Optimizer):
                 loss = closure()
         group = self.param_groups[0]
         params = self._params()
+        grads = {name: torch.zeros_like(p) if p.grad is None else p.grad
+                 for name, p in zip(self.names, params)}
         if self.warmup is not None and group["sampler_step"] < self.warmup_steps:
             # the sampler's own check, before Adam moves anything
-            checked_gradients({n: p for n, p in zip(self.names, params)},
-                              {n: torch.zeros_like(p) if p.grad is None else p.grad
-                               for n, p in zip(self.names, params)},
-                              int(group["sampler_step"]))
+            checked_gradients(dict(zip(self.names, params)), grads, int(group["sampler_step"]))
             self.warmup.step()
             group["sampler_step"] += 1
             if group["sampler_step"] >= self.warmup_steps:
@@ -128,8 +127,6 @@ class SamplerOptimizer(torch.optim.Optimizer):
         if group["lr"] is not None and group["lr"] != getattr(self.sampler, "step_size", None):
             self.sampler.step_size = float(group["lr"])     # set by an LR scheduler
         # the sampler rejects non-finite gradients (naming the tensor) before anything moves
-        grads = {name: torch.zeros_like(p) if p.grad is None else p.grad
-                 for name, p in zip(self.names, params)}
         state = self._current_state({n: p.detach() for n, p in zip(self.names, params)})
         new = self.sampler.update(state, grads, generator=self.generator)
         for name, p in zip(self.names, params):
