@@ -66,17 +66,19 @@ def test_bad_batch_sizes_are_named():
 def test_large_tables_get_a_longer_early_stopping_budget():
     est = MTSGDMultiTaskClassifier()
     est._resolve_batch(128_000)                           # batches of 1024: 125 per epoch
-    assert est._resolve_epochs(128_000, early_stopping=True) == 100  # not 3 x 10 epochs
+    assert est._resolve_epochs(128_000, early_stopping=True) == 500  # not 3 x 10 epochs
     assert est._patience_epochs == 50                     # patience: a fifth, 10 epochs
     assert est._resolve_epochs(128_000, early_stopping=False) == 10  # no early stopping
     est._resolve_batch(9600)                              # batches of 512: 19 per epoch
-    assert est._resolve_epochs(9600, early_stopping=True) == 3 * 53  # ~1000 steps, x 3
+    # ~1000 steps (53 epochs), then up to the bound while the validation loss improves
+    assert est._resolve_epochs(9600, early_stopping=True) == 500
+    assert est._patience_epochs == 53
     small = MTSGDMultiTaskClassifier()
     small._resolve_batch(5000)
     assert small._resolve_epochs(5000, early_stopping=True) == 3 * 13   # unchanged
     given = MTSGDMultiTaskClassifier(batch_size=512)
     given._resolve_batch(9600)
-    assert given._resolve_epochs(9600, early_stopping=True) == 3 * 53
+    assert given._resolve_epochs(9600, early_stopping=True) == 3 * 53   # not 'auto' batches
 
 
 def test_progress_bar_counts_the_auto_batches_and_params_stay_auto(capsys):

@@ -473,8 +473,10 @@ class SklmooNetMixin:
     _auto_batch_max = 1024
     #: ... and whether the learning rate grows with it (False: the ``lr`` given at any batch)
     _scale_lr_with_batch = True
-    #: ... and with early stopping there, up to this many epochs, with this patience
-    _auto_large_epochs = 100
+    #: ... and with early stopping there, up to this many epochs (the 'auto' bound: the
+    #: validation loss decides; 200,000 origin rows improved until epoch 233, NLL 0.516 vs
+    #: 0.621 when stopped at 100), with this patience
+    _auto_large_epochs = 500
     _auto_large_patience = 10
 
     def _batch_rows(self):

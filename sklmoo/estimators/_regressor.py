@@ -139,7 +139,7 @@ class MTSGDRegressor(RegressorMixin, MTSGDNetBase):
         of rows (:ref:`ug-mtsgd-regression`).
     max_epochs : int or 'auto', default='auto'
         As in :class:`MTSGDMultiTaskClassifier`: about 1000 optimiser steps, extended to at
-        most three times that while the validation loss improves (on large tables, up to 100
+        most three times that while the validation loss improves (on large tables, up to 500
         epochs); ``max_epochs_`` holds the budget. When ``history[-1, 'best_epoch']`` is the
         last epoch, the budget ended the fit: pass a larger integer.
     batch_size : int or 'auto', default='auto'
