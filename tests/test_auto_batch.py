@@ -69,6 +69,9 @@ def test_large_tables_get_a_longer_early_stopping_budget():
     assert est._resolve_epochs(128_000, early_stopping=True) == 500  # not 3 x 10 epochs
     assert est._patience_epochs == 50                     # patience: a fifth, 10 epochs
     assert est._resolve_epochs(128_000, early_stopping=False) == 10  # no early stopping
+    regressor = MTSGDRegressor()                          # its noisy validation loss: 100
+    regressor._resolve_batch(128_000)
+    assert regressor._resolve_epochs(128_000, early_stopping=True) == 100
     est._resolve_batch(9600)                              # batches of 512: 19 per epoch
     # ~1000 steps (53 epochs), then up to the bound while the validation loss improves
     assert est._resolve_epochs(9600, early_stopping=True) == 500
