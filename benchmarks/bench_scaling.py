@@ -17,6 +17,10 @@ without their first level):
   airport a flight left from (EWR, JFK, LGA) from its month, day, departure time / delay,
   scheduled departure / arrival, arrival delay, air time, distance and hour (10 numeric
   features).
+* ``chem97`` (classification, six ordered classes): mlmRev::Chem97 (A-level chemistry,
+  England 1997), 31,022 rows; the grade (0-10 in steps of 2) from the average GCSE score,
+  age, gender and local education authority (131 levels; 133 features); only up to 20,000
+  training rows.
 * ``fertility`` (classification): AER::Fertility (1980 US census), 254,654 rows; a third child
   from the first two children's sexes, the mother's age, ethnicity and weeks worked (7).
 * ``mortgages`` (classification): causaldata::mortgages (1980 census, men born 1923-1932),
@@ -99,6 +103,11 @@ def load_origin():
     return _design(df, cols), df["origin"].astype("category").cat.codes.to_numpy(int)
 
 
+def load_chem97():
+    df = _rd("mlmRev", "Chem97").dropna()
+    return _design(df, ["gcsescore", "age"], ["gender", "lea"]), (df["score"] // 2).to_numpy(int)
+
+
 def load_fertility():
     df = _rd("AER", "Fertility").dropna()
     X = _design(df, ["age", "work"], ["gender1", "gender2", "afam", "hispanic", "other"])
@@ -131,6 +140,7 @@ def load_wvs():
 
 TABLES = {"flights": ("classification", load_flights),
           "origin": ("classification", load_origin),
+          "chem97": ("classification", load_chem97),
           "fertility": ("classification", load_fertility),
           "mortgages": ("classification", load_mortgages),
           "cps1988": ("regression", load_cps1988),

@@ -286,6 +286,18 @@ def test_validation_split_is_stratified_and_reproducible():
     assert again == valid.indices and other != valid.indices
 
 
+@pytest.mark.parametrize("n, held_out", [(40, 8), (1000, 200), (10_000, 2000), (15_000, 2000),
+                                         (20_000, 2000), (30_000, 3000), (200_000, 20_000)])
+def test_validation_split_holds_out_less_of_a_large_table(n, held_out):
+    # 'auto': 20 % of up to 10,000 rows, 2,000 rows up to 20,000, 10 % of more
+    y = np.arange(n) % 3
+    train, valid = ValidationSplit()(Dataset(np.zeros((n, 1), np.float32), y), y, seed=0)
+    assert len(valid) == held_out and len(train) == n - held_out
+    assert ValidationSplit(fraction=0.2).n_valid(n) == round(0.2 * n)   # a float as given
+    counts = np.bincount(y[valid.indices], minlength=3)              # stratified
+    assert counts.max() - counts.min() <= 1
+
+
 def test_validation_split_keeps_tiny_data_for_training():
     y = np.arange(12) % 2
     train, valid = ValidationSplit()(Dataset(np.zeros((12, 1), np.float32), y), y, seed=0)
@@ -296,7 +308,8 @@ def test_validation_split_keeps_tiny_data_for_training():
     assert len(valid) == 8
 
 
-@pytest.mark.parametrize("bad", [dict(fraction=1.0), dict(fraction=0), dict(min_valid=0)])
+@pytest.mark.parametrize("bad", [dict(fraction=1.0), dict(fraction=0), dict(min_valid=0),
+                                 dict(fraction="half")])
 def test_validation_split_refuses_bad_settings_at_fit(bad):
     X, y = _scaled(load_iris)
     with pytest.raises(ValueError, match="ValidationSplit"):

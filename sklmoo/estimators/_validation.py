@@ -15,8 +15,8 @@ class ValidationSplit:
 
     Called as ``split(dataset, y)`` it returns ``(train_subset, valid_subset)``, or
     ``(dataset, None)`` (no validation) when the data are too small to spare rows: the
-    held-out part is ``round(fraction * n)`` rows but at least ``min_valid``, and the split is
-    skipped when fewer than ``min_train`` rows would remain for training. Classification
+    held-out part is ``fraction`` of the n rows (rounded) but at least ``min_valid``, and the
+    split is skipped when fewer than ``min_train`` rows would remain for training. Classification
     targets (integer codes, -1 = missing; one column per task) are stratified: on the joint
     labels of all tasks when every combination occurs twice or more, else on the first task
     whose every label does, else not at all. With unequal row weights (``sample_weight``,
@@ -31,8 +31,11 @@ class ValidationSplit:
 
     Parameters
     ----------
-    fraction : float, default=0.2
-        Fraction of the rows held out, in (0, 1).
+    fraction : float or 'auto', default='auto'
+        Fraction of the rows held out, in (0, 1). 'auto': 20 % of up to 10,000 rows, 2,000
+        rows of 10,000 to 20,000 and 10 % of more (scikit-learn's MLPs and gradient boosting
+        hold out 10 %): a large table keeps more rows for training, and its held-out part
+        stays large enough to tell epochs apart (:ref:`ug-defaults`).
     min_valid : int, default=5
         The fewest rows held out.
     min_train : int, default=10
@@ -53,7 +56,13 @@ class ValidationSplit:
     (80, 20, 10)
     """
 
-    def __init__(self, fraction=0.2, min_valid=5, min_train=10, stratified=True,
+    #: ``fraction='auto'``: this share of up to ``_auto_rows`` rows at most, and at least
+    #: ``_auto_large_share`` of more
+    _auto_share = 0.2
+    _auto_rows = 10_000
+    _auto_large_share = 0.1
+
+    def __init__(self, fraction="auto", min_valid=5, min_train=10, stratified=True,
                  random_state=None):
         vars(self).update(fraction=fraction, min_valid=min_valid, min_train=min_train,
                           stratified=stratified, random_state=random_state)
@@ -81,9 +90,12 @@ class ValidationSplit:
 
     def check(self):
         """``ValueError`` naming the parameter when a setting is invalid."""
-        if (isinstance(self.fraction, bool) or not isinstance(self.fraction, (float, int))
+        if self.fraction == "auto":
+            pass
+        elif (isinstance(self.fraction, bool) or not isinstance(self.fraction, (float, int))
                 or not 0 < self.fraction < 1):
-            raise ValueError(f"ValidationSplit fraction must be in (0, 1), got {self.fraction!r}")
+            raise ValueError(f"ValidationSplit fraction must be 'auto' or in (0, 1), got "
+                             f"{self.fraction!r}")
         for name in ("min_valid", "min_train"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
@@ -92,7 +104,12 @@ class ValidationSplit:
 
     def n_valid(self, n):
         """Rows held out of ``n`` (0: no split)."""
-        valid = max(int(round(self.fraction * n)), self.min_valid)
+        if self.fraction == "auto":
+            share = self._auto_share * min(n, self._auto_rows)
+            share = max(share, self._auto_large_share * n)
+        else:
+            share = self.fraction * n
+        valid = max(int(round(share)), self.min_valid)
         return 0 if n - valid < self.min_train else valid
 
     def __call__(self, dataset, y=None, seed=None, weight=None, **fit_params):
