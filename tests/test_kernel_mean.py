@@ -238,3 +238,30 @@ def test_auto_takes_the_linear_mean_function_on_larger_or_wider_tables():
     assert reg.fit(rng.normal(size=(1001, 3)), rng.normal(size=1001)).mean_function_ == "linear"
     assert reg.fit(rng.normal(size=(50, 101)), rng.normal(size=50)).mean_function_ == "linear"
     assert reg.fit(rng.normal(size=(50, 3)), rng.normal(size=50)).mean_function_ == "kernel"
+
+
+def test_linear_model_likelihood_in_weight_space_equals_the_kernel_matrix_one():
+    # without its RBF part the GP's marginal likelihood (and its gradient) is computed in the
+    # (d + 1)-dimensional weight space: the same as through the n x n kernel matrix, with
+    # unequal row weights, over the hyperparameters' range
+    from sklmoo.nn import _kernel_mean as km
+
+    rng = np.random.default_rng(0)
+    n, d = 120, 4
+    X, y = torch.from_numpy(rng.normal(size=(n, d))), torch.from_numpy(rng.normal(size=n))
+    inv_w = torch.from_numpy(1.0 / rng.uniform(0.2, 3.0, size=n))
+    prior_mean = torch.from_numpy(km._prior_means(d))
+    prior_weight = torch.ones(d + 3, dtype=torch.float64)
+    prior_weight[:d + 1] = 0.0
+    statistics = km._linear_statistics(X, y, inv_w)
+    for _ in range(4):
+        theta = prior_mean + torch.from_numpy(rng.normal(scale=3.0, size=d + 3))
+        theta[d] = km.OFF_LOG_VARIANCE
+        theta.requires_grad_(True)
+        dense = km._neg_log_posterior(theta, X, y, inv_w, prior_mean, prior_weight)
+        weight_space = km._neg_log_posterior(theta, X, y, inv_w, prior_mean, prior_weight,
+                                             statistics)
+        g_dense, = torch.autograd.grad(dense, theta)
+        g_weight, = torch.autograd.grad(weight_space, theta)
+        assert float(weight_space.detach()) == pytest.approx(float(dense.detach()), rel=1e-10)
+        np.testing.assert_allclose(g_weight.numpy(), g_dense.numpy(), rtol=1e-8, atol=1e-8)
