@@ -158,10 +158,10 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
     batch_size : int, default=128
         Rows per mini-batch (-1: all).
     train_split : callable or None, default=ValidationSplit()
-        The internal validation split: 20 % of the rows, of a large table 2,000 rows up to
-        20,000 and 10 % above (at least 5, none when fewer than 10 would remain), stratified and seeded by ``random_state``, held out to fit
-        ``calibration`` (``valid_loss`` per epoch in ``history``). None: sample on every row,
-        without calibration.
+        The internal validation split: 20 % of up to 10,000 rows, 2,000 rows up to 20,000
+        and 10 % above (at least 5, none when fewer than 10 would remain), stratified and
+        seeded by ``random_state``, held out to fit ``calibration`` (``valid_loss`` per
+        epoch in ``history``). None: sample on every row, without calibration.
     verbose : int, default=0
         0: silent. Above 0: progress output per epoch (:ref:`ug-fitting`).
     **kwargs

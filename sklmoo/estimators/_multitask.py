@@ -127,8 +127,8 @@ class MTSGDMultiTaskClassifier(ClassifierMixin, MTSGDNetBase):
         25th of them, a power of two of at most 1,024 (``batch_size_``), with ``lr`` scaled
         by the square root of the batch's size over 64 (``lr`` is the rate at 64 rows).
     train_split : callable or None, default=ValidationSplit()
-        The internal validation split: by default 20 % of the rows, of a large table 2,000
-        rows up to 20,000 and 10 % above (at least 5, none when fewer than 10 would
+        The internal validation split: by default 20 % of up to 10,000 rows, 2,000 rows up
+        to 20,000 and 10 % above (at least 5, none when fewer than 10 would
         remain), stratified and seeded by ``random_state``. Its loss drives the
         default ``early_stopping`` callback (restore-best, patience a fifth of the budget) and
         its rows fit ``calibration``. None: train on every row for ``max_epochs_`` epochs,

@@ -35,7 +35,8 @@ class ValidationSplit:
         Fraction of the rows held out, in (0, 1). 'auto': 20 % of up to 10,000 rows, 2,000
         rows of 10,000 to 20,000 and 10 % of more (scikit-learn's MLPs and gradient boosting
         hold out 10 %): a large table keeps more rows for training, and its held-out part
-        stays large enough to tell epochs apart (:ref:`ug-defaults`).
+        stays large enough to tell epochs apart (:ref:`ug-scale`). The regressor's default
+        is ``fraction=0.2``.
     min_valid : int, default=5
         The fewest rows held out.
     min_train : int, default=10
@@ -90,7 +91,7 @@ class ValidationSplit:
 
     def check(self):
         """``ValueError`` naming the parameter when a setting is invalid."""
-        if self.fraction == "auto":
+        if isinstance(self.fraction, str) and self.fraction == "auto":
             pass
         elif (isinstance(self.fraction, bool) or not isinstance(self.fraction, (float, int))
                 or not 0 < self.fraction < 1):
@@ -104,7 +105,7 @@ class ValidationSplit:
 
     def n_valid(self, n):
         """Rows held out of ``n`` (0: no split)."""
-        if self.fraction == "auto":
+        if isinstance(self.fraction, str):                 # 'auto' (check() ran)
             share = self._auto_share * min(n, self._auto_rows)
             share = max(share, self._auto_large_share * n)
         else:
