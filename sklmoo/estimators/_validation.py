@@ -21,8 +21,9 @@ class ValidationSplit:
     labels of all tasks when every combination occurs twice or more, else on the first task
     whose every label does, else not at all. With unequal row weights (``sample_weight``,
     ``class_weight``), each stratum's held-out part is chosen to carry about the held-out
-    share (``n_valid(n) / n``) of its weight rather than of its rows (the rows' split when that would hold out fewer than
-    ``min_valid`` rows). The rows are shuffled with ``random_state``; with
+    share (``n_valid(n) / n``) of its weight rather than of its rows (the rows' split when
+    that would hold out fewer than ``min_valid`` rows). The rows are shuffled with
+    ``random_state``; with
     ``random_state=None`` the estimator's own seed is used, so the split follows the
     estimator's ``random_state``.
 
