@@ -35,10 +35,12 @@ def test_large_tables_get_a_larger_batch_and_a_scaled_rate(make, target):
         assert est.kernel == "auto" and est.kernel_ == "parameter"
         small = make(n_particles=2, max_epochs=1, random_state=0).fit(X[:3000], y[:3000])
         assert small.kernel_ == "function"
-    # one epoch: the training rows and the validation rows in batches of 512
+    # one epoch: the training rows in batches of 512, the validation rows in batches of eight
+    # times that (no gradients kept), at most 4,096 rows
     batches = est.history[-1, "batches"]
     assert sum("train_loss" in b for b in batches) == math.ceil(n_train / 512)
-    assert sum("valid_loss" in b for b in batches) == math.ceil((12_000 - n_train) / 512)
+    assert [b["valid_batch_size"] for b in batches if "valid_loss" in b] == [12_000 - n_train]
+    assert est._valid_batch_rows() == 4096
     # a continued fit takes the same rate, not the rate scaled again
     est.set_params(warm_start=True).fit(X, y)
     assert est.optimizer_.param_groups[0]["lr"] == pytest.approx(est.lr * factor)
@@ -46,6 +48,23 @@ def test_large_tables_get_a_larger_batch_and_a_scaled_rate(make, target):
     fixed = make(n_particles=2, max_epochs=1, batch_size=128, random_state=0).fit(X, y)
     assert fixed.batch_size_ == 128
     assert fixed.optimizer_.param_groups[0]["lr"] == pytest.approx(fixed.lr)
+
+
+def test_validation_passes_take_larger_batches_unless_told():
+    X, y, _ = _large(n=2000)
+    # 400 validation rows: one batch of up to 8 x 64 rows; iterator_valid__batch_size is
+    # honoured; the loss is the same mean either way
+    auto = MTSGDMultiTaskClassifier(n_particles=2, max_epochs=2, random_state=0).fit(X, y)
+    told = MTSGDMultiTaskClassifier(n_particles=2, max_epochs=2, random_state=0,
+                                    iterator_valid__batch_size=64).fit(X, y)
+    for est, sizes in ((auto, [400]), (told, [64] * 6 + [16])):
+        for epoch in est.history:
+            assert [b["valid_batch_size"] for b in epoch["batches"] if "valid_loss" in b] == sizes
+    np.testing.assert_allclose(auto.history[:, "valid_loss"], told.history[:, "valid_loss"],
+                               rtol=1e-6)
+    np.testing.assert_array_equal(auto.predict_proba(X), told.predict_proba(X))
+    # outside a fit (predictions) the training batch size
+    assert auto._valid_batch_rows() == 512 and auto._batch_rows() == 64
 
 
 def test_small_tables_keep_batches_of_64_and_the_rate_given():

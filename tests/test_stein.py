@@ -343,3 +343,47 @@ def test_unsmoothed_drive_is_each_particles_own_combination_plus_svgd_repulsion(
             torch.testing.assert_close(diff, torch.full_like(diff, float(diff[0, 0])))
             norm2 = w @ u @ w
             assert ((u @ w) >= norm2 - 1e-9 * max(1.0, float(norm2))).all()
+
+
+@pytest.mark.parametrize("smooth", [True, False])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_one_target_direction_matches_the_reference_and_reports_its_parts(smooth, dtype):
+    """The single-target path (SVGD; the trunk of a one-task network and every head, each step)
+    against the independent reference, for (M, d) and (1, M, d) scores; its info holds weight
+    1, the norms of the drive and the repulsion, and U on demand."""
+    for seed in range(6):
+        x, s = _problem(70 + seed, m=2 + seed, d=1 + seed % 4, k=1)
+        x, s = x.to(dtype), s.to(dtype)
+        c = [0.5, 0.0, 2.0][seed % 3]
+        for scores in (s, s[0]):
+            phi, info = SVGD(repulsion=c, smooth_drive=smooth).direction(x, scores)
+            kern = _rbf(info.sigma2)
+            repulsive = _reference_svgd(x, torch.zeros_like(s[0]), kern, c)
+            drive = _reference_svgd(x, s[0], kern, 0.0) if smooth else s[0]
+            tol = dict(rtol=1e-4, atol=1e-5) if dtype == torch.float32 else {}
+            torch.testing.assert_close(phi, drive + repulsive, **tol)
+            assert phi.dtype == dtype and float(info.weights) == 1.0
+            torch.testing.assert_close(info.drive_norm, drive.norm(), **tol)
+            torch.testing.assert_close(info.repulsion_norm, repulsive.norm(), **tol)
+            if dtype == torch.float64 and smooth:
+                torch.testing.assert_close(info.gram, _reference_gram(x, s, kern, c),
+                                           rtol=1e-10, atol=1e-12)
+
+
+def test_one_target_divergence_errors_name_the_cause():
+    x, s = _problem(80, m=4, d=3, k=1)
+    for smooth in (True, False):
+        rule = SVGD(smooth_drive=smooth)
+        for bad_value in (float("nan"), float("inf"), -float("inf")):
+            bad = s.clone()
+            bad[0, 2, 1] = bad_value
+            with pytest.raises(FloatingPointError, match="NaN or inf"):
+                rule.direction(x, bad)
+        # finite float32 scores whose squared norm overflows
+        with pytest.raises(FloatingPointError, match="overflows"):
+            rule.direction(x.float(), s.float() * 1e25)
+        rule.direction(x.float(), s.float() * 1e15)                    # large but fine
+    with pytest.raises(ValueError, match=r"\(K, M, d\)"):
+        SVGD().direction(x, s[:, :3])
+    with pytest.raises(ValueError, match=r"\(K, M, d\)"):
+        SVGD().direction(x, torch.tensor(1.0))

@@ -23,6 +23,10 @@ from ._weights import check_data_weight, normalised
 DIVERGENCE_FACTOR = 1e3
 #: a diverged fit on features beyond this magnitude names X's scale as the likely cause
 LARGE_FEATURE_MAGNITUDE = 1e3
+#: optimizers that get torch's fused implementation by default (see get_params_for_optimizer)
+_FUSABLE = (torch.optim.Adam, torch.optim.AdamW)
+#: optimizers whose step needs no closure (train_step calls them without skorch's)
+_CLOSURE_FREE = (torch.optim.Adam, torch.optim.AdamW, torch.optim.SGD)
 
 
 def _package_version():
@@ -239,6 +243,18 @@ class SklmooNetMixin:
                                   width=shape[2], **kwargs)
         return member_factory(MLPTrunk, n_features=int(np.prod(shape)), **kwargs)
 
+    def get_params_for_optimizer(self, prefix, named_parameters):
+        """skorch's optimizer arguments; torch's Adam and AdamW get ``fused=True`` (one kernel
+        for all parameters instead of several operations per parameter tensor: the same
+        update up to rounding) on a CPU or CUDA device unless ``optimizer__fused`` or
+        ``optimizer__foreach`` is given."""
+        args, kwargs = super().get_params_for_optimizer(prefix, named_parameters)
+        if (prefix == "optimizer" and getattr(self, "optimizer", None) in _FUSABLE
+                and "fused" not in kwargs and "foreach" not in kwargs
+                and torch.device(self.device).type in ("cpu", "cuda")):
+            kwargs["fused"] = True
+        return args, kwargs
+
     def initialize_criterion(self):
         """Per-sample losses: each member's loss is its own mean over the batch, and missing
         labels can be masked."""
@@ -261,6 +277,11 @@ class SklmooNetMixin:
         y = np.asarray(y)
         return RowData(X, y, np.ones(y.shape, dtype=np.float32))
 
+    #: a fit's validation passes go in batches of this many training batches, at most
+    #: ``_valid_batch_max`` rows (unless ``iterator_valid__batch_size`` is given)
+    _valid_batch_factor = 8
+    _valid_batch_max = 4096
+
     #: iterator_* settings the in-memory batches honour (any other one: skorch's DataLoader)
     _ROW_BATCH_KEYS = frozenset({"batch_size", "shuffle", "generator", "drop_last"})
 
@@ -282,6 +303,9 @@ class SklmooNetMixin:
             defaults["generator"] = torch.Generator().manual_seed(
                 self.seed_ + len(self.history) if training else 0)
         kwargs = {**defaults, **self.get_params_for(prefix)}
+        if (not training and self._fit_split is not None
+                and f"{prefix}__batch_size" not in vars(self)):
+            kwargs["batch_size"] = self._valid_batch_rows()
         kwargs.setdefault("batch_size", self._batch_rows())
         if kwargs["batch_size"] == -1:
             kwargs["batch_size"] = len(dataset)
@@ -314,6 +338,42 @@ class SklmooNetMixin:
 
     def __sklearn_is_fitted__(self):
         return bool(getattr(self, "fitted_", False))
+
+    def train_step(self, batch, **fit_params):
+        """skorch's training step. With torch optimizers that take no closure (Adam, AdamW,
+        SGD) and no callback listening to ``on_grad_computed``, the same three calls without
+        skorch's closure and step accumulator around them: zero the gradients, compute the
+        step (:meth:`train_step_single`), let each optimizer step (a mini-batch's step costs
+        about a millisecond; that wrapping was a tenth of it)."""
+        optimizers = [getattr(self, name + "_") for name in self._optimizers]
+        if not (all(type(o) in _CLOSURE_FREE for o in optimizers)
+                and not self._grad_computed_listeners()):
+            return super().train_step(batch, **fit_params)
+        self._zero_grad_optimizer()
+        step = self.train_step_single(batch, **fit_params)
+        for optimizer in optimizers:
+            optimizer.step()
+        return step
+
+    def _grad_computed_listeners(self):
+        """Whether this net or one of its callbacks does something ``on_grad_computed``."""
+        from skorch.callbacks import Callback
+        from skorch.net import NeuralNet
+
+        return (type(self).on_grad_computed is not NeuralNet.on_grad_computed
+                or any(type(cb).on_grad_computed is not Callback.on_grad_computed
+                       for _, cb in self.callbacks_))
+
+    def _set_training(self, training=True):
+        """skorch's train / eval switch, skipped when every module and criterion is already in
+        that mode (it is called for every batch; walking the modules to set the flag again
+        costs more than checking it)."""
+        for name in self._modules + self._criteria:
+            module = getattr(self, name + "_", None)
+            if isinstance(module, torch.nn.Module) and any(
+                    m.training != training for m in module.modules()):
+                return super()._set_training(training)
+        return None
 
     def _guarded_tensors(self):
         """``{name: tensor with the members on axis 0}`` checked after every epoch."""
@@ -479,6 +539,12 @@ class SklmooNetMixin:
     _auto_large_epochs = 500
     _auto_large_patience = 10
 
+    def _valid_batch_rows(self):
+        """Rows per batch of a fit's validation passes (no gradients kept: fewer, larger
+        batches than training's)."""
+        rows = self._batch_rows()
+        return max(rows, min(self._valid_batch_factor * rows, self._valid_batch_max))
+
     def _batch_rows(self):
         """Rows per batch: ``batch_size``, or the one resolved for the last fit when it is
         'auto' (``_auto_batch`` before any)."""
@@ -503,6 +569,7 @@ class SklmooNetMixin:
         return math.sqrt(batch / self._auto_batch) if self._scale_lr_with_batch else 1.0
 
     _fit_split = None
+    _fit_unit_weights = False
 
     def get_split_datasets(self, X, y=None, **fit_params):
         """skorch's split; a :class:`~sklmoo.estimators.ValidationSplit` without its own
@@ -539,8 +606,11 @@ class SklmooNetMixin:
             if not np.all(weight == 1):
                 raise ValueError("sample_weight and class_weight need the estimator's own "
                                  f"dataset; this fit uses dataset={self.dataset!r}")
+            self._fit_unit_weights = True
             return self._split_dataset(dataset, targets, **fit_params)
         weight = normalised(weight, observed)
+        # every weight exactly 1 (an unweighted fit): the steps need not multiply by them
+        self._fit_unit_weights = bool(np.all(weight == 1))
         dataset = dataset.with_weight(weight.astype(np.float32).reshape(np.shape(targets)))
         train, valid = self._split_dataset(dataset, targets, weight=weight.mean(axis=1),
                                            **fit_params)
@@ -715,7 +785,13 @@ class SklmooNetMixin:
 
     def _check_divergence(self):
         epoch = len(self.history)
-        for name, value in self._guarded_tensors().items():
+        guarded = self._guarded_tensors()
+        with torch.no_grad():
+            # a finite sum of each tensor means finite entries (one NaN or inf makes it NaN or
+            # inf); only when a sum is not finite (or overflowed) are the members looked at
+            sums = [value.sum() for value in guarded.values()]
+            suspect = bool(sums) and not torch.isfinite(torch.stack(sums)).all()
+        for name, value in guarded.items() if suspect else ():
             finite = torch.isfinite(value.detach().reshape(value.shape[0], -1)).all(dim=1)
             if not finite.all():
                 bad = torch.nonzero(~finite).flatten().tolist()

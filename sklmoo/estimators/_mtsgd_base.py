@@ -24,6 +24,9 @@ from ._rows import batch_targets, take_rows
 from ._validation import RestoreBestEarlyStopping
 from ._weights import check_sample_weight
 
+#: the fields of a step's StepInfo, in the order its stashed rows hold them
+_STEP_FIELDS = tuple(field.name for field in dataclasses.fields(StepInfo))
+
 
 class MTSGDNetBase(SklmooNetMixin, NeuralNet):
     """Base of the MT-SGD estimators (not public). Subclasses provide:
@@ -243,7 +246,8 @@ class MTSGDNetBase(SklmooNetMixin, NeuralNet):
         shown = [f"{p}__batch_size" for p in ("iterator_train", "iterator_valid")
                  if isinstance(self.batch_size, str) and f"{p}__batch_size" not in vars(self)]
         for name in shown:
-            setattr(self, name, self.batch_size_)
+            setattr(self, name, self._valid_batch_rows() if name.startswith("iterator_valid")
+                    else self.batch_size_)
         try:
             self._run_epochs(X, targets, (train, valid), **fit_params)
         finally:
@@ -406,17 +410,24 @@ class MTSGDNetBase(SklmooNetMixin, NeuralNet):
         every = bool(seen.all())               # the usual batch: no row to pick out per task
         y_true = to_tensor(y_true, device=self.device)
         observed = None if every else seen.to(y_true.device)
+        if self._fit_split is not None and self._fit_unit_weights:
+            weight = None                       # a fit's weights, all exactly 1: no product
         if weight is not None:
             weight = to_tensor(weight, device=self.device)
         losses = []
         for t, out in enumerate(y_pred):                             # out (B, M, ...)
-            rows = slice(None) if every else observed[:, t]
-            if not every and not seen[:, t].any():
+            if every:
+                per = self._member_losses(out, y_true[:, t])         # (B, M)
+                if weight is not None:
+                    per = per * weight[:, t, None]
+            elif not seen[:, t].any():
                 losses.append(None)
                 continue
-            per = self._member_losses(out[rows], y_true[rows, t])    # (b, M)
-            if weight is not None:
-                per = per * weight[rows, t, None]
+            else:
+                rows = observed[:, t]
+                per = self._member_losses(out[rows], y_true[rows, t])    # (b, M)
+                if weight is not None:
+                    per = per * weight[rows, t, None]
             losses.append(per.mean(dim=0))
         return losses
 
@@ -461,17 +472,21 @@ class MTSGDNetBase(SklmooNetMixin, NeuralNet):
         step outlives the step (kept until the epoch's end, they went with about 0.37 MB of
         free heap per step that glibc did not reuse in a million-row fit: the fit-memory
         benchmark page)."""
-        values = [(f.name, getattr(info, f.name)) for f in dataclasses.fields(StepInfo)]
+        values = [(name, getattr(info, name)) for name in _STEP_FIELDS]
         layout = tuple((name, None if v is None else tuple(v.shape)) for name, v in values)
-        present = [v.detach().reshape(-1).double() for _, v in values if v is not None]
-        if not present:
-            return
-        row = torch.cat(present)
+        with torch.no_grad():
+            present = [v.reshape(-1) for _, v in values if v is not None]
+            if not present:
+                return
+            # copied into a float64 buffer: float32 -> float64 is exact, the same values
+            self._stash_row(layout, torch.cat(present))
+
+    def _stash_row(self, layout, row):
         stash = self.__dict__.setdefault("_step_stash", {})
         buffer, steps = stash.get(layout, (None, []))
         if buffer is None or len(steps) == len(buffer):
             grown = row.new_empty((max(getattr(self, "_batches_per_epoch", 1), 2 * len(steps)),
-                                   row.numel()))
+                                   row.numel()), dtype=torch.float64)
             if steps:
                 grown[:len(steps)].copy_(buffer[:len(steps)])
             buffer = grown
@@ -486,7 +501,7 @@ class MTSGDNetBase(SklmooNetMixin, NeuralNet):
         stash, self._step_stash = self.__dict__.get("_step_stash", {}), {}
         batches = self.history[-1]["batches"]
         for layout, (buffer, steps) in stash.items():
-            flat = buffer[:len(steps)].cpu()
+            flat = buffer[:len(steps)].cpu().numpy()
             for row, b in zip(flat, steps):
                 record, offset = {}, 0
                 for field, shape in layout:

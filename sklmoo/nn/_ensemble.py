@@ -413,9 +413,9 @@ def unflatten_like(flat, params):
     >>> all(torch.equal(a, b) for a, b in zip(back, params))
     True
     """
-    out, start = [], 0
-    for p in params:
-        size = p[0].numel()
-        out.append(flat[:, start:start + size].reshape(p.shape))
-        start += size
-    return out
+    m = flat.shape[0]
+    sizes = [p.numel() // m if m else 0 for p in params]
+    if m == 0 or sum(sizes) != flat.shape[1]:
+        raise ValueError(f"an ({m}, {flat.shape[1]}) matrix does not split into parameters of "
+                         f"{sum(sizes)} values per particle")
+    return [part.reshape(p.shape) for part, p in zip(flat.split(sizes, dim=1), params)]

@@ -9,7 +9,8 @@ from typing import Optional, Sequence
 
 import torch
 
-from ..samplers import MGDA, MOOSVGD, MTSGD, SVGD, LinearScalarization
+from ..samplers import (MGDA, MOOSVGD, MTSGD, SVGD, LinearScalarization, PrecomputedKernel,
+                        RBFKernel)
 from ..samplers import MULTI_TARGET_METHODS as METHODS
 from ._ensemble import flatten_particles, unflatten_like
 from ._function_kernel import function_space_terms
@@ -59,8 +60,22 @@ def make_update_rules(method, kernel, repulsion, head_repulsion, head_kernel=Non
 
 
 def _set_grads(params, phi):
-    for p, g in zip(params, unflatten_like(-phi, params)):
-        p.grad = g.detach().clone()
+    # negating each block makes it a tensor of its own (contiguous: a fused optimizer needs
+    # that), without first negating the whole (M, d) matrix
+    for p, g in zip(params, unflatten_like(phi.detach(), params)):
+        p.grad = g.neg().contiguous()
+
+
+def _reads_log_densities(rule):
+    """Whether a direction rule may read the targets' log-density values: a loss-based
+    ``task_normalization``, a kernel other than the parameter-space RBF / precomputed ones, or
+    a rule of another kind."""
+    if not isinstance(rule, (MTSGD, MOOSVGD, MGDA, LinearScalarization)):
+        return True
+    if rule.task_normalization in ("loss", "loss+"):
+        return True
+    kernel = getattr(rule, "kernel", None)
+    return kernel is not None and type(kernel) not in (RBFKernel, PrecomputedKernel)
 
 
 def _is_plain_average(rule):
@@ -190,9 +205,10 @@ def multitask_particle_step(net, task_losses, trunk_rule, head_rule, function_sp
     fs = function_space
     n_trunk = len(trunk_params)
     per_particle = all(task_losses[t].ndim == 1 for t in active)
-    # log p_t / N = -mean loss per particle, (M, T): what the loss-based normalisations divide by
+    # log p_t / N = -mean loss per particle, (M, T): what the loss-based normalisations and
+    # kernels on the log-density values read (formed only for such a rule)
     log_densities = (torch.stack([-task_losses[t].detach() for t in active], dim=1)
-                     if per_particle else None)
+                     if per_particle and _reads_log_densities(trunk_rule) else None)
     trunk_scores, head_ratios, head_norms = [], [], []
     for i, t in enumerate(active):
         head_params = net.heads[t].member_parameters()

@@ -10,7 +10,9 @@ import torch
 
 @functools.lru_cache(maxsize=64)
 def _upper_pairs(m, device):
-    return torch.triu_indices(m, m, offset=1, device=device)
+    """Flat indices of the M (M - 1) / 2 entries above the diagonal of an (M, M) matrix."""
+    rows, cols = torch.triu_indices(m, m, offset=1, device=device)
+    return rows * m + cols
 
 
 def pairwise_sq_dists(x):
@@ -26,9 +28,9 @@ def pairwise_sq_dists(x):
     tensor([[ 0., 25.],
             [25.,  0.]])
     """
-    sq_norms = (x * x).sum(dim=1)
     gram = x @ x.T
-    sq = sq_norms[:, None] + sq_norms[None, :] - 2.0 * gram
+    sq_norms = gram.diagonal()
+    sq = (sq_norms.unsqueeze(1) + sq_norms).sub_(gram, alpha=2.0)
     # exact zeros on the diagonal, which the expansion only approximates
     return sq.clamp_min(0.0).fill_diagonal_(0.0)
 
@@ -117,10 +119,11 @@ class RBFKernel:
             m = sq_dists.shape[0]
             if m < 2:
                 return sq_dists.new_tensor(1.0)
-            iu = _upper_pairs(m, sq_dists.device)
-            med = sq_dists.detach()[iu[0], iu[1]].median()
+            pairs = (sq_dists.detach() if sq_dists.requires_grad else sq_dists).take(
+                _upper_pairs(m, sq_dists.device))
+            med = pairs.median()
             sigma2 = med / (2.0 * math.log(m + 1))
-            return torch.where(sigma2 > 0, sigma2, sigma2.new_tensor(1.0))
+            return torch.where(sigma2 > 0, sigma2, 1.0)
         bw = float(self.bandwidth)
         if not (bw > 0 and math.isfinite(bw)):
             raise ValueError(f"bandwidth must be 'median' or a positive float, got {self.bandwidth!r}")
@@ -137,7 +140,7 @@ class RBFKernel:
         """
         sq = pairwise_sq_dists(x)
         sigma2 = self.sigma2(sq)
-        return torch.exp(-sq / (2.0 * sigma2)), sq, sigma2
+        return torch.exp(sq * (-0.5 / sigma2)), sq, sigma2
 
     def stein_terms(self, particles, scores=None, log_densities=None, trace=True):
         """:class:`SteinKernelTerms` at the particles (M, d), with the trace sum if ``trace``;
@@ -151,7 +154,7 @@ class RBFKernel:
     @staticmethod
     def displacement(x, k):
         r""":math:`D_b = \sum_a k_{ab}(\theta_b - \theta_a)` for every particle b -> (M, d)."""
-        return k.sum(dim=1, keepdim=True) * x - k @ x
+        return torch.addmm(k.sum(dim=1, keepdim=True) * x, k, x, alpha=-1.0)
 
     @staticmethod
     def cross_trace_sum(k, sq_dists, sigma2, dim):

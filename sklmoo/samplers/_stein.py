@@ -5,6 +5,8 @@ log-densities at each particle -- to a velocity field ``phi`` (M, d) that the ca
 (``theta <- theta + eps * phi``, or hands ``-phi`` to an optimiser as a gradient).
 """
 
+import functools
+import math
 from dataclasses import replace
 from typing import Optional
 
@@ -78,7 +80,13 @@ class DirectionInfo:
         return self.repulsion_norm / self.drive_norm.clamp_min(1e-30)
 
 
-def _check_inputs(particles, scores):
+def _n_targets(scores):
+    """K for scores (K, M, d), 1 for (M, d) (and for a malformed shape, which the single-target
+    path then refuses with the shape error)."""
+    return scores.shape[0] if scores.ndim == 3 else 1
+
+
+def _check_shapes(particles, scores):
     if particles.ndim != 2:
         raise ValueError(f"particles must be (M, d), got shape {tuple(particles.shape)}")
     if scores.ndim == 2:
@@ -88,6 +96,21 @@ def _check_inputs(particles, scores):
             f"scores must be (K, M, d) matching particles {tuple(particles.shape)}, "
             f"got shape {tuple(scores.shape)}"
         )
+    return scores
+
+
+@functools.lru_cache(maxsize=None)
+def _sqrt_max(dtype):
+    """The largest norm whose square is finite in ``dtype``."""
+    return math.sqrt(torch.finfo(dtype).max)
+
+
+def _detached(x):
+    return x.detach() if x.requires_grad else x
+
+
+def _check_inputs(particles, scores):
+    scores = _check_shapes(particles, scores)
     # a finite sum means every entry is finite (one inf or NaN makes it inf or NaN); only a
     # sum that overflowed needs the entry-wise test
     if not (torch.isfinite(scores.sum()) or torch.isfinite(scores).all()):
@@ -333,38 +356,58 @@ class MTSGD(_KernelRule):
         ``log_densities`` (M, K), the targets' log-density values at the particles, is needed
         only by kernels on those values (:class:`~sklmoo.samplers.LogDensityRBFKernel`).
         """
+        if _n_targets(scores) == 1:
+            return self._single_target(particles, scores, log_densities)
         particles, raw = _check_inputs(particles, scores)
-        m, n_targets = particles.shape[0], raw.shape[0]
+        m = particles.shape[0]
         # the kernel sees the true scores (a log-density kernel's Jacobian), U and the drive
         # the rescaled ones
-        if n_targets == 1:
-            # the kernel's own terms: without smooth_drive _weigh needs no M I
-            terms = self.kernel.stein_terms(particles, raw, log_densities, trace=False)
-            # one target weighs 1 whatever U is: U (with the kernel's trace) only when read
-            def gram():
-                return stein_gram(self._stein_terms(particles, raw, log_densities),
-                                  normalize_task_scores(raw, self.task_normalization,
-                                                        log_densities), self.repulsion)[0]
-            weights = raw.new_ones(1)
-            scores = raw if not self.normalize_drive else normalize_task_scores(
-                raw, self.task_normalization, log_densities)
-            drive = self._weigh(terms.matrix, scores)[0] / m
-            # what U's finiteness check catches with several targets: |phi|^2 beyond the
-            # floating-point range (scores of 1e19 and up, e.g. from unscaled features)
-            if not torch.isfinite(drive.norm() ** 2):
-                raise FloatingPointError("the direction's squared norm overflows: the scores "
-                                         "(gradients of the log-densities) have diverged")
-        else:
-            terms = self._stein_terms(particles, raw, log_densities)
-            scores = normalize_task_scores(raw, self.task_normalization, log_densities)
-            gram, kernel_scores = stein_gram(terms, scores, self.repulsion)
-            weights = min_norm_weights(gram)
-            if not self.normalize_drive and scores is not raw:
-                kernel_scores = self._weigh(terms.matrix, raw)
-            drive = torch.einsum("k,kad->ad", weights, kernel_scores) / m
+        terms = self._stein_terms(particles, raw, log_densities)
+        scores = normalize_task_scores(raw, self.task_normalization, log_densities)
+        gram, kernel_scores = stein_gram(terms, scores, self.repulsion)
+        weights = min_norm_weights(gram)
+        if not self.normalize_drive and scores is not raw:
+            kernel_scores = self._weigh(terms.matrix, raw)
+        drive = torch.einsum("k,kad->ad", weights, kernel_scores) / m
         repulsive = self.repulsion * terms.repulsive / m
         return drive + repulsive, DirectionInfo(gram=gram, weights=weights, sigma2=terms.sigma2,
                                                 drive_norm=drive.norm(),
+                                                repulsion_norm=repulsive.norm())
+
+    def _single_target(self, particles, scores, log_densities):
+        """The direction for one target (SVGD): its weight is 1 whatever U is, so U (with the
+        kernel's trace) is computed only when read. Written with few tensor operations: a
+        network's training takes one such step per task head and trunk every mini-batch."""
+        _check_shapes(particles, scores)
+        particles, raw = _detached(particles), _detached(scores)
+        if raw.ndim == 2:
+            raw = raw[None]
+        m = particles.shape[0]
+        # the kernel's own terms (the kernel sees the true scores); without smooth_drive the
+        # drive needs no M I
+        terms = self.kernel.stein_terms(particles, raw, log_densities, trace=False)
+
+        def gram():
+            return stein_gram(self._stein_terms(particles, raw, log_densities),
+                              normalize_task_scores(raw, self.task_normalization,
+                                                    log_densities), self.repulsion)[0]
+
+        scores = raw if not self.normalize_drive else normalize_task_scores(
+            raw, self.task_normalization, log_densities)
+        drive = terms.matrix @ scores[0] / m if self.smooth_drive else scores[0]
+        drive_norm = drive.norm()
+        # one test for both failures: a NaN or inf score reaches the drive (its own particle
+        # weighs it by k_aa = 1), and |phi|^2 beyond the floating-point range (scores of 1e19
+        # and up, e.g. from unscaled features) is what U's finiteness check catches with
+        # several targets; NaN fails the comparison too
+        if not drive_norm <= _sqrt_max(drive_norm.dtype):
+            if not torch.isfinite(raw).all():
+                raise FloatingPointError("scores contain NaN or inf: the sampler has diverged")
+            raise FloatingPointError("the direction's squared norm overflows: the scores "
+                                     "(gradients of the log-densities) have diverged")
+        repulsive = terms.repulsive * (self.repulsion / m)
+        return drive + repulsive, DirectionInfo(gram=gram, weights=raw.new_ones(1),
+                                                sigma2=terms.sigma2, drive_norm=drive_norm,
                                                 repulsion_norm=repulsive.norm())
 
 

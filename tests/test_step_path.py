@@ -1,0 +1,95 @@
+"""The training step's plumbing: optimizer defaults, skorch's hooks, train / eval switching."""
+
+import numpy as np
+import pytest
+import torch
+from skorch.callbacks import Callback, GradientNormClipping
+
+from sklmoo import L2ESamplerClassifier, MTSGDMultiTaskClassifier, MTSGDRegressor
+from sklmoo.nn import flatten_particles, unflatten_like
+
+
+def _data(n=300, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, 4)).astype(np.float32)
+    return X, (X[:, 0] + 0.5 * rng.normal(size=n) > 0).astype(int)
+
+
+@pytest.mark.parametrize("make", [MTSGDMultiTaskClassifier, MTSGDRegressor])
+def test_adam_is_fused_unless_the_user_chose_an_implementation(make):
+    X, y = _data()
+    target = y if make is MTSGDMultiTaskClassifier else X[:, 0]
+    est = make(n_particles=2, max_epochs=1, random_state=0).fit(X, target)
+    assert est.optimizer_.defaults["fused"] is True
+    for given in ({"optimizer__foreach": True}, {"optimizer__fused": False}):
+        est = make(n_particles=2, max_epochs=1, random_state=0, **given).fit(X, target)
+        assert not est.optimizer_.defaults["fused"]
+    # other optimizers get no such argument
+    est = make(n_particles=2, max_epochs=1, random_state=0, optimizer=torch.optim.SGD,
+               lr=1e-2).fit(X, target)
+    assert "fused" not in est.optimizer_.defaults or not est.optimizer_.defaults["fused"]
+
+
+def test_fused_adam_takes_torchs_adam_steps():
+    """The fused default and torch's loop-over-tensors Adam give the same fit up to rounding."""
+    X, y = _data()
+    fused = MTSGDMultiTaskClassifier(n_particles=3, max_epochs=4, random_state=0).fit(X, y)
+    plain = MTSGDMultiTaskClassifier(n_particles=3, max_epochs=4, random_state=0,
+                                     optimizer__fused=False).fit(X, y)
+    np.testing.assert_allclose(fused.predict_proba(X), plain.predict_proba(X), atol=1e-5)
+
+
+class _CountGrads(Callback):
+    def initialize(self):
+        self.calls, self.norms = 0, []
+        return self
+
+    def on_grad_computed(self, net, named_parameters, **kwargs):
+        self.calls += 1
+        self.norms.append(float(sum(p.grad.norm() ** 2 for _, p in named_parameters)))
+
+
+def test_grad_computed_callbacks_still_run_and_see_the_step_gradients():
+    """Without a listener the step skips skorch's closure; with one it takes skorch's path, and
+    both give the same fit (a clipping bound never reached changes nothing)."""
+    X, y = _data()
+    plain = MTSGDMultiTaskClassifier(n_particles=2, max_epochs=3, random_state=0).fit(X, y)
+    counter = _CountGrads()
+    hooked = MTSGDMultiTaskClassifier(n_particles=2, max_epochs=3, random_state=0,
+                                      callbacks=[counter, GradientNormClipping(1e30)]).fit(X, y)
+    steps = sum(e["train_batch_count"] for e in hooked.history)
+    assert counter.calls == steps and all(n > 0 for n in counter.norms)
+    np.testing.assert_array_equal(plain.predict_proba(X), hooked.predict_proba(X))
+    # and a bound that is reached does clip
+    clipped = MTSGDMultiTaskClassifier(n_particles=2, max_epochs=3, random_state=0,
+                                       callbacks=[GradientNormClipping(1e-6)]).fit(X, y)
+    assert not np.allclose(plain.predict_proba(X), clipped.predict_proba(X))
+
+
+def test_l2e_keeps_its_sampler_step():
+    X, y = _data()
+    est = L2ESamplerClassifier(n_chains=2, max_epochs=3, random_state=0).fit(X, y)
+    assert not isinstance(est.optimizer_, torch.optim.Adam)
+    assert est.predict_proba(X).shape == (len(X), 2)
+
+
+def test_every_module_is_put_back_in_training_mode():
+    X, y = _data()
+    est = MTSGDMultiTaskClassifier(n_particles=2, max_epochs=1, random_state=0).fit(X, y)
+    est.module_.eval()
+    est._set_training(True)
+    assert all(m.training for m in est.module_.modules())
+    # one submodule left in eval mode (e.g. by a user's callback) is switched too
+    next(iter(est.module_.children())).eval()
+    est._set_training(True)
+    assert all(m.training for m in est.module_.modules()) and est.criterion_.training
+    est._set_training(False)
+    assert not any(m.training for m in est.module_.modules())
+
+
+def test_unflatten_refuses_a_matrix_of_another_width():
+    params = [torch.zeros(3, 2, 2), torch.zeros(3, 5)]
+    flat = flatten_particles(params)
+    assert [p.shape for p in unflatten_like(flat, params)] == [p.shape for p in params]
+    with pytest.raises(ValueError, match="does not split"):
+        unflatten_like(flat[:, :-1], params)
