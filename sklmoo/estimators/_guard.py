@@ -246,11 +246,12 @@ class SklmooNetMixin:
     def get_params_for_optimizer(self, prefix, named_parameters):
         """skorch's optimizer arguments; torch's Adam and AdamW get ``fused=True`` (one kernel
         for all parameters instead of several operations per parameter tensor: the same
-        update up to rounding) on a CPU or CUDA device unless ``optimizer__fused`` or
-        ``optimizer__foreach`` is given."""
+        update up to rounding) on a CPU or CUDA device unless ``optimizer__fused``,
+        ``optimizer__foreach`` or ``optimizer__differentiable=True`` is given."""
         args, kwargs = super().get_params_for_optimizer(prefix, named_parameters)
         if (prefix == "optimizer" and getattr(self, "optimizer", None) in _FUSABLE
                 and "fused" not in kwargs and "foreach" not in kwargs
+                and not kwargs.get("differentiable", False)       # fused refuses it
                 and torch.device(self.device).type in ("cpu", "cuda")):
             kwargs["fused"] = True
         return args, kwargs
