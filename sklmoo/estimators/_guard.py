@@ -25,6 +25,8 @@ DIVERGENCE_FACTOR = 1e3
 LARGE_FEATURE_MAGNITUDE = 1e3
 #: optimizers that get torch's fused implementation by default (see get_params_for_optimizer)
 _FUSABLE = (torch.optim.Adam, torch.optim.AdamW)
+#: devices with a fused Adam (torch has one for CPU tensors since 2.4)
+_FUSED_DEVICES = ("cpu", "cuda") if torch.__version__ >= "2.4" else ("cuda",)
 #: optimizers whose step needs no closure (train_step calls them without skorch's)
 _CLOSURE_FREE = (torch.optim.Adam, torch.optim.AdamW, torch.optim.SGD)
 
@@ -246,13 +248,14 @@ class SklmooNetMixin:
     def get_params_for_optimizer(self, prefix, named_parameters):
         """skorch's optimizer arguments; torch's Adam and AdamW get ``fused=True`` (one kernel
         for all parameters instead of several operations per parameter tensor: the same
-        update up to rounding) on a CPU or CUDA device unless ``optimizer__fused``,
-        ``optimizer__foreach`` or ``optimizer__differentiable=True`` is given."""
+        update up to rounding) on a CUDA device or, from torch 2.4, a CPU unless
+        ``optimizer__fused``, ``optimizer__foreach`` or ``optimizer__differentiable=True`` is
+        given."""
         args, kwargs = super().get_params_for_optimizer(prefix, named_parameters)
         if (prefix == "optimizer" and getattr(self, "optimizer", None) in _FUSABLE
                 and "fused" not in kwargs and "foreach" not in kwargs
                 and not kwargs.get("differentiable", False)       # fused refuses it
-                and torch.device(self.device).type in ("cpu", "cuda")):
+                and torch.device(self.device).type in _FUSED_DEVICES):
             kwargs["fused"] = True
         return args, kwargs
 

@@ -157,7 +157,8 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
         The per-sample loss of one chain's logits.
     batch_size : int, default=128
         Rows per mini-batch (-1: all). The validation passes of a fit take batches of eight
-        times as many rows (at most 4,096) unless ``iterator_valid__batch_size`` is given.
+        times as many rows (at most 4,096, never fewer than a training batch) unless
+        ``iterator_valid__batch_size`` is given.
     train_split : callable or None, default=ValidationSplit()
         The internal validation split: 20 % of up to 10,000 rows, 2,000 rows up to 20,000
         and 10 % above (at least 5, none when fewer than 10 would remain), stratified and

@@ -112,8 +112,10 @@ class MTSGDMultiTaskClassifier(ClassifierMixin, MTSGDNetBase):
     criterion : torch loss class, default=torch.nn.CrossEntropyLoss
         The per-sample loss of one particle's logits.
     optimizer : torch optimizer class, default=torch.optim.Adam
-        Moves the particles along the update rule's directions. Adam and AdamW run torch's
-        fused implementation unless ``optimizer__fused`` or ``optimizer__foreach`` is given.
+        Moves the particles along the update rule's directions. ``torch.optim.Adam`` and
+        ``AdamW`` run torch's fused implementation on CPU and CUDA devices unless
+        ``optimizer__fused``, ``optimizer__foreach`` or ``optimizer__differentiable=True`` is
+        given.
     lr : float, default=1e-3
         The optimizer's learning rate.
     max_epochs : int or 'auto', default='auto'
@@ -128,7 +130,8 @@ class MTSGDMultiTaskClassifier(ClassifierMixin, MTSGDNetBase):
         25th of them, a power of two of at most 1,024 (``batch_size_``), with ``lr`` scaled
         by the square root of the batch's size over 64 (``lr`` is the rate at 64 rows).
         The validation passes of a fit take batches of eight times as many rows (at most
-        4,096) unless ``iterator_valid__batch_size`` is given.
+        4,096, never fewer than a training batch) unless ``iterator_valid__batch_size`` is
+        given.
     train_split : callable or None, default=ValidationSplit()
         The internal validation split: by default 20 % of up to 10,000 rows, 2,000 rows up
         to 20,000 and 10 % above (at least 5, none when fewer than 10 would

@@ -132,8 +132,10 @@ class MTSGDRegressor(RegressorMixin, MTSGDNetBase):
     criterion : torch loss class, default=torch.nn.GaussianNLLLoss
         Called per sample as ``criterion(mean, target, variance)``.
     optimizer : torch optimizer class, default=torch.optim.Adam
-        Moves the particles along the update rule's directions. Adam and AdamW run torch's
-        fused implementation unless ``optimizer__fused`` or ``optimizer__foreach`` is given.
+        Moves the particles along the update rule's directions. ``torch.optim.Adam`` and
+        ``AdamW`` run torch's fused implementation on CPU and CUDA devices unless
+        ``optimizer__fused``, ``optimizer__foreach`` or ``optimizer__differentiable=True`` is
+        given.
     lr : float, default=1e-2
         The optimizer's learning rate (the noise scales learn at 10 times it, in their own
         parameter group unless ``optimizer__param_groups`` is set). Try 1e-3 on tables of tens
@@ -149,8 +151,8 @@ class MTSGDRegressor(RegressorMixin, MTSGDNetBase):
         25th of them, a power of two of at most 1,024 (``batch_size_``), at the ``lr``
         given (the classifier scales its rate with the batch; the regressor's is already
         at the edge of stability there). The validation passes of a fit take batches of
-        eight times as many rows (at most 4,096) unless ``iterator_valid__batch_size`` is
-        given.
+        eight times as many rows (at most 4,096, never fewer than a training batch) unless
+        ``iterator_valid__batch_size`` is given.
     train_split : callable or None, default=ValidationSplit(fraction=0.2)
         20 % of the rows at any size (the classifiers hold out less of a large table: the
         regressor's validation loss is noisier there, and on the scaling benchmark's three
