@@ -108,13 +108,23 @@ def _unpack(theta, d):
     return theta[:d], theta[d], theta[d + 1], theta[d + 2]
 
 
+def _scaled_sq_dists(A, B, log_ls):
+    """``(a, b, sq)``: the inputs over their length scales and the squared distances between
+    their rows (n, m), the RBF part's argument; ``B is A``: the (n, n) distances of A's rows,
+    ``b`` is ``a``."""
+    ls = torch.exp(log_ls)
+    a = A / ls
+    b = a if B is A else B / ls
+    norms_a = (a * a).sum(1)
+    norms_b = norms_a if b is a else (b * b).sum(1)
+    return a, b, (norms_a[:, None] + norms_b[None, :] - 2.0 * a @ b.T).clamp_min(0.0)
+
+
 def kernel_matrix(theta, A, B):
     """Noise-free kernel between standardised inputs A (n, d) and B (m, d), torch float64."""
     d = A.shape[1]
     log_ls, log_sig, log_lin, _ = _unpack(theta, d)
-    ls = torch.exp(log_ls)
-    a, b = A / ls, B / ls
-    sq = ((a * a).sum(1)[:, None] + (b * b).sum(1)[None, :] - 2.0 * a @ b.T).clamp_min(0.0)
+    _, _, sq = _scaled_sq_dists(A, B, log_ls)
     return (torch.exp(log_sig) * torch.exp(-0.5 * sq)
             + torch.exp(log_lin) * (A @ B.T) / max(d, 1) + CONSTANT_VARIANCE)
 
@@ -164,9 +174,7 @@ class _KernelNLL(torch.autograd.Function):
     def forward(ctx, theta, X, y, inv_w):
         d = X.shape[1]
         log_ls, log_sig, log_lin, log_noise = _unpack(theta, d)
-        a = X / torch.exp(log_ls)
-        norms = (a * a).sum(1)
-        sq = (norms[:, None] + norms[None, :] - 2.0 * a @ a.T).clamp_min_(0.0)
+        a, _, sq = _scaled_sq_dists(X, X, log_ls)
         rbf = sq.mul_(-0.5).exp_()                                     # E, in place of sq
         K = torch.exp(log_sig) * rbf
         K.addmm_(X, X.T, alpha=float(torch.exp(log_lin)) / max(d, 1)).add_(CONSTANT_VARIANCE)
