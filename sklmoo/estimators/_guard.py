@@ -573,7 +573,6 @@ class SklmooNetMixin:
         return math.sqrt(batch / self._auto_batch) if self._scale_lr_with_batch else 1.0
 
     _fit_split = None
-    _fit_unit_weights = False
 
     def get_split_datasets(self, X, y=None, **fit_params):
         """skorch's split; a :class:`~sklmoo.estimators.ValidationSplit` without its own
@@ -610,11 +609,8 @@ class SklmooNetMixin:
             if not np.all(weight == 1):
                 raise ValueError("sample_weight and class_weight need the estimator's own "
                                  f"dataset; this fit uses dataset={self.dataset!r}")
-            self._fit_unit_weights = True
             return self._split_dataset(dataset, targets, **fit_params)
         weight = normalised(weight, observed)
-        # every weight exactly 1 (an unweighted fit): the steps need not multiply by them
-        self._fit_unit_weights = bool(np.all(weight == 1))
         dataset = dataset.with_weight(weight.astype(np.float32).reshape(np.shape(targets)))
         train, valid = self._split_dataset(dataset, targets, weight=weight.mean(axis=1),
                                            **fit_params)

@@ -410,8 +410,6 @@ class MTSGDNetBase(SklmooNetMixin, NeuralNet):
         every = bool(seen.all())               # the usual batch: no row to pick out per task
         y_true = to_tensor(y_true, device=self.device)
         observed = None if every else seen.to(y_true.device)
-        if self._fit_split is not None and self._fit_unit_weights:
-            weight = None                       # a fit's weights, all exactly 1: no product
         if weight is not None:
             weight = to_tensor(weight, device=self.device)
         losses = []

@@ -22,8 +22,9 @@ _NO_TARGET = torch.zeros(0)
 class RowData(Dataset):
     """``X`` (n, ...), optional targets ``y`` (n, ...) and their weights (the shape of ``y``).
 
-    A batch is ``(X_rows, (y_rows, weight_rows))``, or ``(X_rows, empty tensor)`` without
-    targets.
+    A batch is ``(X_rows, (y_rows, weight_rows))``, ``(X_rows, y_rows)`` when every weight is
+    1 or none is given (the losses then need no product with them), or ``(X_rows, empty
+    tensor)`` without targets.
     """
 
     def __init__(self, X, y=None, weight=None):
@@ -33,7 +34,8 @@ class RowData(Dataset):
         self._X = X if (isinstance(X, DatasetRows) or isinstance(X, np.ndarray)
                         and not X.flags.writeable) else torch.as_tensor(X)
         self._y = None if y is None else torch.as_tensor(y)
-        self._w = None if weight is None else torch.as_tensor(weight)
+        self._w = (None if weight is None or y is None or np.all(np.asarray(weight) == 1)
+                   else torch.as_tensor(weight))
 
     def __len__(self):
         return len(self._X)
@@ -49,12 +51,16 @@ class RowData(Dataset):
     def __getitem__(self, i):
         if self._y is None:
             return self._inputs(i), _NO_TARGET
+        if self._w is None:
+            return self._inputs(i), self._y[i]
         return self._inputs(i), (self._y[i], self._w[i])
 
     def rows(self, index):
         """The batch of the rows ``index`` (a 1-D integer tensor)."""
         if self._y is None:
             return self._inputs(index), _NO_TARGET
+        if self._w is None:
+            return self._inputs(index), self._y[index]
         return self._inputs(index), (self._y[index], self._w[index])
 
     def with_weight(self, weight):
