@@ -22,6 +22,7 @@ from sklmoo.meta import load_default_meta_sampler
 from sklmoo.metrics import ece_scorer
 from sklmoo.metrics._recalibration import apply_temperature
 from sklmoo.samplers import L2E, SGHMC, MetaSampler, SamplerOptimizer
+from sklmoo.samplers._optim import FUSED_ADAM_DEVICES
 
 EXPECTED_FAILED_CHECKS = {
     # the estimators under test get module__hidden_units=(8,), which skorch stores as an
@@ -200,13 +201,20 @@ def test_adam_burn_in_equals_torch_adam_then_the_sampler():
     sampler = SGHMC(0.01, n_data=10, temperature=0.0)
     opt = SamplerOptimizer([("theta", theta)], sampler, seed=0).set_warmup(
         20, lr=0.1, weight_decay=0.05)
-    adam = torch.optim.Adam([twin], lr=0.1, weight_decay=0.05)
+    # torch's fused Adam where the device has one (CPU from torch 2.4): the same steps up to
+    # rounding as the per-tensor implementation
+    fused = "cpu" in FUSED_ADAM_DEVICES
+    assert bool(opt.warmup.defaults["fused"]) == fused
+    adam = torch.optim.Adam([twin], lr=0.1, weight_decay=0.05, fused=fused or None)
+    plain_theta = torch.nn.Parameter(theta.detach().clone())
+    plain = torch.optim.Adam([plain_theta], lr=0.1, weight_decay=0.05)
     for step in range(20):
-        for p, o in ((theta, opt), (twin, adam)):
+        for p, o in ((theta, opt), (twin, adam), (plain_theta, plain)):
             o.zero_grad()
             ((p - target) ** 2).mean().backward()
             o.step()
         assert torch.equal(theta, twin)
+        torch.testing.assert_close(theta, plain_theta, rtol=1e-5, atol=1e-6)
         assert opt.param_groups[0]["sampler_step"] == step + 1
     assert opt.warmup is None
     copy = pickle.loads(pickle.dumps(opt))

@@ -10,7 +10,7 @@ from sklmoo.meta import (MetaTrainer, Task, TaskDistribution, antithetic_es_grad
                          bma_meta_loss, ce_meta_loss, load_default_meta_sampler, run_chains)
 from sklmoo.meta._inner import make_l2e
 from sklmoo.meta._tasks import HELD_OUT, TaskMLP
-from sklmoo.samplers import L2E, SGHMC, CyclicalSGHMC, MetaSampler, l2e_features
+from sklmoo.samplers import L2E, SGHMC, CyclicalSGHMC, MetaSampler, l2e_features, meta_mlp
 
 OFFICIAL = pathlib.Path(__file__).resolve().parents[2] / "shared" / "anchors" / \
     "l2e_official_meta_params.npz"
@@ -149,6 +149,27 @@ def test_l2e_step_reuses_its_buffers_and_matches_per_chain_weights():
     assert not hasattr(pickle.loads(pickle.dumps(sampler)), "_scratch_buffers")
     sampler.release_scratch()
     assert not hasattr(sampler, "_scratch_buffers")
+
+
+def test_meta_mlp_columns_equals_meta_mlp():
+    # the transition's meta-MLP: feature-major columns in blocks, the last layer as two output
+    # rows or beta alone; the same numbers as the plain row-major meta_mlp
+    from sklmoo.samplers._l2e import META_MLP_CHUNK, _Scratch, meta_mlp_columns
+
+    weights = {k: v.detach().double() for k, v in load_default_meta_sampler().weights().items()}
+    n = 2 * META_MLP_CHUNK + 37
+    features = torch.randn(9, n, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    expected = meta_mlp(features.T, weights)
+    scratch = _Scratch()
+    both = meta_mlp_columns(features, weights, scratch)
+    assert both.shape == (2, n)
+    torch.testing.assert_close(both, expected.T, rtol=1e-12, atol=1e-12)
+    beta = meta_mlp_columns(features, weights, scratch, beta_only=True)
+    torch.testing.assert_close(beta, expected[:, 1], rtol=1e-12, atol=1e-12)
+    # the two outputs live in separate buffers: beta did not overwrite (alpha, beta)
+    torch.testing.assert_close(both, expected.T, rtol=1e-12, atol=1e-12)
+    small = meta_mlp_columns(features[:, :5], weights, _Scratch())
+    torch.testing.assert_close(small, expected[:5].T, rtol=1e-12, atol=1e-12)
 
 
 def test_save_load_round_trip(tmp_path):

@@ -12,6 +12,7 @@ from torch.utils.data import Subset
 from sklearn.exceptions import NotFittedError
 from sklearn.utils.validation import validate_data
 
+from ..samplers._optim import FUSED_ADAM_DEVICES
 from ._progress import ProgressLog
 from ._rows import (DatasetRows, RowBatches, RowData, as_dataset_rows, max_abs, row_source,
                     take_rows)
@@ -25,8 +26,6 @@ DIVERGENCE_FACTOR = 1e3
 LARGE_FEATURE_MAGNITUDE = 1e3
 #: optimizers that get torch's fused implementation by default (see get_params_for_optimizer)
 _FUSABLE = (torch.optim.Adam, torch.optim.AdamW)
-#: devices with a fused Adam (torch has one for CPU tensors since 2.4)
-_FUSED_DEVICES = ("cpu", "cuda") if torch.__version__ >= "2.4" else ("cuda",)
 #: optimizers whose step needs no closure (train_step calls them without skorch's)
 _CLOSURE_FREE = (torch.optim.Adam, torch.optim.AdamW, torch.optim.SGD)
 
@@ -255,7 +254,7 @@ class SklmooNetMixin:
         if (prefix == "optimizer" and getattr(self, "optimizer", None) in _FUSABLE
                 and "fused" not in kwargs and "foreach" not in kwargs
                 and not kwargs.get("differentiable", False)       # fused refuses it
-                and torch.device(self.device).type in _FUSED_DEVICES):
+                and torch.device(self.device).type in FUSED_ADAM_DEVICES):
             kwargs["fused"] = True
         return args, kwargs
 

@@ -329,26 +329,37 @@ def meta_mlp(features, weights):
     return h
 
 
-#: rows of the meta-MLP's hidden layers computed at a time by :func:`meta_mlp_into` (bounds
-#: its buffers: 2 x 8192 x 32 floats)
+#: coordinates of the meta-MLP's hidden layers computed at a time by :func:`meta_mlp_columns`
+#: (bounds its buffers: 2 x 8192 x 32 floats)
 META_MLP_CHUNK = 8192
 
 
-def meta_mlp_into(features, weights, scratch, slot):
-    """:func:`meta_mlp` of 2-D ``features`` (n, 9) with one set of weights, computed in blocks
-    of :data:`META_MLP_CHUNK` rows into buffers of ``scratch``; returns its (n, 2) output
-    buffer ``('output', slot)`` (the same values as :func:`meta_mlp`)."""
-    n = features.shape[0]
-    out = scratch(("output", slot), (n, weights[f"{_LAYERS[-1]}_w"].shape[-1]), features)
+def meta_mlp_columns(features, weights, scratch, beta_only=False):
+    """:func:`meta_mlp` of feature-major ``features`` (9, n) -- one coordinate per column --
+    with one set of weights, in blocks of :data:`META_MLP_CHUNK` columns through buffers of
+    ``scratch``: returns the (2, n) buffer of (alpha, beta) rows, or with ``beta_only`` the
+    (n,) buffer of beta alone (the same values as :func:`meta_mlp`, up to rounding).
+
+    The last layer is written as ``w.T @ h.T`` (two output rows) or one matrix-vector product:
+    as ``h @ w`` with two output columns it cost as much as the 32 x 32 layer."""
+    n = features.shape[1]
+    last = _LAYERS[-1]
+    w_out, b_out = weights[f"{last}_w"], weights[f"{last}_b"]
+    if beta_only:
+        out = scratch("beta", (n,), features)
+    else:
+        out = scratch("output", (w_out.shape[-1], n), features)
     for start in range(0, n, META_MLP_CHUNK):
-        h = features[start:start + META_MLP_CHUNK]
-        for i, name in enumerate(_LAYERS):
+        h = features[:, start:start + META_MLP_CHUNK].t()
+        stop = start + len(h)
+        for i, name in enumerate(_LAYERS[:-1]):
             w, b = weights[f"{name}_w"], weights[f"{name}_b"]
-            if i == len(_LAYERS) - 1:
-                torch.addmm(b, h, w, out=out[start:start + len(h)])
-            else:
-                hidden = scratch(("hidden", i), (min(n, META_MLP_CHUNK), w.shape[-1]), h)
-                h = torch.relu_(torch.addmm(b, h, w, out=hidden[:len(h)]))
+            hidden = scratch(("hidden", i), (min(n, META_MLP_CHUNK), w.shape[-1]), h)
+            h = torch.relu_(torch.addmm(b, h, w, out=hidden[:len(h)]))
+        if beta_only:
+            torch.addmv(b_out[1], h, w_out[:, 1], out=out[start:stop])
+        else:
+            torch.addmm(b_out[:, None], w_out.t(), h.t(), out=out[:, start:stop])
     return out
 
 
@@ -371,18 +382,12 @@ class _Scratch:
         return buffer
 
 
-def normalise_per_tensor(x, batch_dims, out=None, square=None):
-    """``x / sqrt(1e-5 + mean(x^2))`` over all but the first ``batch_dims`` axes and the last
-    (feature) axis; ``out`` / ``square`` (optional, shaped like ``x``) receive the result and
-    ``x^2``."""
-    dims = tuple(range(batch_dims, x.dim() - 1))
-    square = x * x if square is None else torch.mul(x, x, out=square)
-    scale = torch.sqrt(1e-5 + square.mean(dim=dims, keepdim=True))
-    return x / scale if out is None else torch.div(x, scale, out=out)
-
-
 def l2e_features(grad, theta, momentum, grad_means, batch_dims=0):
     """The 9 normalised per-coordinate features ``[g, theta, r, m_0.1, ..., m_0.9999]``.
+
+    Each feature is divided by its root mean square over the tensor,
+    :math:`x/\sqrt{10^{-5} + \mathrm{mean}(x^2)}` (per chain: over all but the leading
+    ``batch_dims`` axes).
 
     Examples
     --------
@@ -393,22 +398,25 @@ def l2e_features(grad, theta, momentum, grad_means, batch_dims=0):
     >>> feats.shape                                       # 9 features per coordinate
     torch.Size([5, 9])
     """
-    return _fill_features(grad.new_empty((*grad.shape, N_FEATURES)), grad, theta, momentum,
-                          grad_means, batch_dims)
+    lead = grad.shape[:batch_dims]
+    means = grad_means if torch.is_tensor(grad_means) else torch.stack(list(grad_means))
+    block = grad.new_empty((N_FEATURES, *lead, grad[(0,) * batch_dims].numel()))
+    _write_features(block, grad, theta, momentum, means)
+    return block.view(N_FEATURES, *grad.shape).movedim(0, -1)
 
 
-def _fill_features(target, grad, theta, momentum, grad_means, batch_dims, square=None):
-    """:func:`l2e_features` written into ``target`` (..., 9): copies into place (5x faster than
-    ``torch.stack`` along the last axis), then normalised in place (``square``: an optional
-    buffer for ``x^2``)."""
-    for j, x in enumerate((grad, theta, momentum)):
-        target[..., j].copy_(x)
-    if torch.is_tensor(grad_means):
-        target[..., 3:].copy_(grad_means.movedim(0, -1))
+def _write_features(block, grad, theta, momentum, means):
+    """Write one parameter tensor's features into ``block`` (9, *chains, size) -- whole-tensor
+    copies, one row per feature -- and normalise each row in place over its last axis; with
+    ``grad`` None, ``block`` is the momentum's row (*chains, size) alone."""
+    if grad is None:
+        block.copy_(momentum.reshape(block.shape))
     else:
-        for j, m in enumerate(grad_means):
-            target[..., 3 + j].copy_(m)
-    return normalise_per_tensor(target, batch_dims, out=target, square=square)
+        for row, x in zip(block, (grad, theta, momentum)):
+            row.copy_(x.reshape(row.shape))
+        block[3:].copy_(means.reshape(block[3:].shape))
+    square = torch.linalg.vector_norm(block, dim=-1, keepdim=True).square_()
+    return block.div_(square.div_(block.shape[-1]).add_(1e-5).sqrt_())
 
 
 @dataclass
@@ -502,33 +510,51 @@ class L2E:
         return L2EState(params=params, momentum=like_input(zeros, params),
                         grad_means=like_input(means, params))
 
-    def _alpha_beta(self, weights, leaves, slot):
-        """Meta-MLP outputs for every leaf, from one batched MLP call over all coordinates.
+    def _fill(self, leaves, rows=slice(None)):
+        """Write the normalised features (``rows=2``: the momentum's alone) of every leaf into
+        the feature-major buffer (9, *chains, n_coordinates).
 
-        ``leaves``: list of (grad, theta, momentum, means) per parameter tensor. The features
-        are written into :class:`_Scratch` buffers reused from step to step, and with one set
-        of meta-weights (no chain dims on them) the MLP's layers too (``slot`` names the
-        output buffer, so two calls in one step do not share it); per-chain weights (ES) take
-        :func:`meta_mlp`."""
+        ``leaves``: list of (grad, theta, momentum, means) per parameter tensor; each leaf's
+        coordinates are a block of columns (per chain), so every copy is of a whole tensor, and
+        each feature row of a leaf is normalised by its own root mean square (per chain).
+        With ``rows=2`` the other entries of a leaf are None. Returns the buffer and the
+        leaves' sizes (coordinates per chain)."""
         scratch = self._scratch()
-        first = leaves[0][0]
+        first = leaves[0][2]
         lead = first.shape[:self.batch_dims]
-        sizes = [g[(0,) * self.batch_dims].numel() for g, *_ in leaves]
-        feats = scratch("features", (*lead, sum(sizes), N_FEATURES), first)
+        sizes = [r[(0,) * self.batch_dims].numel() for _, _, r, _ in leaves]
+        feats = scratch("features", (N_FEATURES, *lead, sum(sizes)), first)
         offset = 0
-        for i, ((g, th, r, m), size) in enumerate(zip(leaves, sizes)):
-            target = feats[..., offset:offset + size, :].view(*g.shape, N_FEATURES)
-            _fill_features(target, g, th, r, m, self.batch_dims,
-                           square=scratch(("square", i), target.shape, g))
+        for leaf, size in zip(leaves, sizes):
+            _write_features(feats[rows, ..., offset:offset + size], *leaf)
             offset += size
+        return feats, sizes
+
+    def _meta_outputs(self, weights, feats, sizes, beta_only=False):
+        """The meta-MLP on the features: (alpha, beta) pieces per leaf, each (*chains, size)
+        (beta alone with ``beta_only``). One set of meta-weights runs in blocks through buffers
+        (:func:`meta_mlp_columns`); per-chain weights (ES) take :func:`meta_mlp`."""
         if all(w.dim() == 2 for k, w in weights.items() if k.endswith("_w")):
-            out = meta_mlp_into(feats.view(-1, N_FEATURES), weights, scratch, slot)
+            out = meta_mlp_columns(feats.view(N_FEATURES, -1), weights, self._scratch(),
+                                   beta_only)
+            out = out.view(*feats.shape[1:]) if beta_only else out.view(-1, *feats.shape[1:])
         else:
-            out = meta_mlp(feats, weights)
-        out = out.mul_(OUTPUT_SCALE).view(*lead, -1, 2)
-        pieces = torch.split(out, sizes, dim=-2)
-        return [(o[..., 0].reshape(g.shape), o[..., 1].reshape(g.shape))
-                for o, (g, *_) in zip(pieces, leaves)]
+            out = meta_mlp(feats.movedim(0, -1), weights).movedim(-1, 0)
+            out = out[1] if beta_only else out
+        out = out.mul_(OUTPUT_SCALE) if out.is_contiguous() else out * OUTPUT_SCALE
+        if beta_only:
+            return torch.split(out, sizes, dim=-1)
+        return torch.split(out[0], sizes, dim=-1), torch.split(out[1], sizes, dim=-1)
+
+    def _mean_weights(self, theta):
+        """``1 - d`` for the six decays, shaped (6, 1, ..., 1) to broadcast against ``theta``'s
+        running means (kept per dtype and device)."""
+        cache = self.__dict__.setdefault("_mean_weight_cache", {})
+        key = (theta.dtype, theta.device)
+        if key not in cache:
+            cache[key] = torch.tensor([1 - d for d in GRADIENT_DECAYS], dtype=theta.dtype,
+                                      device=theta.device)
+        return cache[key].view(-1, *[1] * theta.dim())
 
     def _scratch(self):
         scratch = self.__dict__.get("_scratch_buffers")
@@ -544,6 +570,7 @@ class L2E:
     def __getstate__(self):
         state = dict(self.__dict__)
         state.pop("_scratch_buffers", None)
+        state.pop("_mean_weight_cache", None)
         return state
 
     def update(self, state, grads, generator=None):
@@ -559,19 +586,21 @@ class L2E:
             grad, means = {}, {}
             for k in keys:
                 theta = params[k]
-                grad[k] = g[k] + self.weight_decay * theta
-                decays = torch.as_tensor(GRADIENT_DECAYS, dtype=theta.dtype,
-                                         device=theta.device).reshape(-1, *[1] * theta.dim())
-                means[k] = decays * means_tree[k] + (1 - decays) * grad[k]
-            first = self._alpha_beta(weights, [(grad[k], params[k], momentum[k], means[k])
-                                               for k in keys], slot=0)
+                grad[k] = torch.add(g[k], theta, alpha=self.weight_decay)
+                # m_i + (1 - d_i) (g - m_i), i.e. d_i m_i + (1 - d_i) g
+                means[k] = torch.lerp(means_tree[k], grad[k], self._mean_weights(theta))
+            leaves = [(grad[k], params[k], momentum[k], means[k]) for k in keys]
+            alpha, beta = self._meta_outputs(weights, *self._fill(leaves))
             new_r = {}
-            for k, (alpha, beta) in zip(keys, first):
-                r = momentum[k] - eps * (n * grad[k] + alpha + a * beta)
+            for k, al, be in zip(keys, alpha, beta):
+                drive = torch.add(al, be, alpha=a).view(params[k].shape).add_(grad[k], alpha=n)
+                r = torch.add(momentum[k], drive, alpha=-eps)
                 new_r[k] = add_thermal_noise(r, a, eps, self.temperature, generator)
-            second = self._alpha_beta(weights, [(grad[k], params[k], new_r[k], means[k])
-                                                for k in keys], slot=1)
-            new_p = {k: params[k] + eps * beta for k, (_, beta) in zip(keys, second)}
+            # the second call differs only in the momentum: its feature row is rewritten
+            feats, sizes = self._fill([(None, None, new_r[k], None) for k in keys], rows=2)
+            beta = self._meta_outputs(weights, feats, sizes, beta_only=True)
+            new_p = {k: torch.add(params[k].reshape(be.shape), be, alpha=eps)
+                     .view(params[k].shape) for k, be in zip(keys, beta)}
         return L2EState(params=like_input(new_p, state.params),
                         momentum=like_input(new_r, state.params),
                         grad_means=like_input(means, state.params), step=state.step + 1)

@@ -6,6 +6,9 @@ import torch
 
 from ._sgmcmc import checked_gradients
 
+#: devices with a fused Adam (torch has one for CPU tensors since 2.4)
+FUSED_ADAM_DEVICES = ("cpu", "cuda") if torch.__version__ >= "2.4" else ("cuda",)
+
 
 class SamplerOptimizer(torch.optim.Optimizer):
     """Run a functional sampler (``init`` / ``update``, e.g. :class:`SGHMC` or :class:`L2E`) as a
@@ -79,10 +82,15 @@ class SamplerOptimizer(torch.optim.Optimizer):
     def set_warmup(self, n_steps, lr=1e-3, weight_decay=0.0):
         """Make the next ``n_steps`` steps Adam steps (``lr``; ``weight_decay``: the prior's
         precision over the data size, the L2 term of the mean loss), counted as sampler steps;
-        the sampler takes over after them. ``n_steps=0`` removes a pending warm-up."""
+        the sampler takes over after them. ``n_steps=0`` removes a pending warm-up. Adam is
+        torch's fused implementation where the parameters' device has one (CUDA; CPU from
+        torch 2.4): the same steps up to rounding, in one kernel for all tensors."""
         start = int(self.param_groups[0]["sampler_step"])
         self.warmup_steps = start + int(n_steps)
-        self.warmup = (torch.optim.Adam(self._params(), lr=lr, weight_decay=weight_decay)
+        params = self._params()
+        fused = params[0].device.type in FUSED_ADAM_DEVICES
+        self.warmup = (torch.optim.Adam(params, lr=lr, weight_decay=weight_decay,
+                                        fused=fused or None)
                        if n_steps > 0 else None)
         return self
 
