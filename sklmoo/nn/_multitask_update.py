@@ -12,6 +12,7 @@ import torch
 from ..samplers import (MGDA, MOOSVGD, MTSGD, SVGD, LinearScalarization, PrecomputedKernel,
                         RBFKernel)
 from ..samplers import MULTI_TARGET_METHODS as METHODS
+from ..samplers._optim import grad_like
 from ._ensemble import flatten_particles, unflatten_like
 from ._function_kernel import function_space_terms
 
@@ -60,10 +61,10 @@ def make_update_rules(method, kernel, repulsion, head_repulsion, head_kernel=Non
 
 
 def _set_grads(params, phi):
-    # negating each block makes it a tensor of its own (contiguous: a fused optimizer needs
-    # that), without first negating the whole (M, d) matrix
+    # each block negated straight into a tensor laid out like its parameter, without first
+    # negating the whole (M, d) matrix
     for p, g in zip(params, unflatten_like(phi.detach(), params)):
-        p.grad = g.neg().contiguous()
+        p.grad = torch.neg(g, out=torch.empty_like(p))
 
 
 def _reads_log_densities(rule):
@@ -91,9 +92,9 @@ def _independent_ensemble_step(net, task_losses, active):
     heads = [p for t in active for p in net.heads[t].member_parameters()]
     grads = torch.autograd.grad(total, params + heads)
     for p, g in zip(params, grads[:len(params)]):
-        p.grad = g / len(active)
+        p.grad = torch.div(g, len(active), out=torch.empty_like(p))
     for p, g in zip(heads, grads[len(params):]):
-        p.grad = g
+        p.grad = grad_like(p, g)
     weights = torch.zeros(len(task_losses), dtype=grads[0].dtype, device=grads[0].device)
     weights[active] = 1.0 / len(active)
     return weights

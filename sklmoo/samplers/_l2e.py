@@ -383,7 +383,7 @@ class _Scratch:
 
 
 def l2e_features(grad, theta, momentum, grad_means, batch_dims=0):
-    """The 9 normalised per-coordinate features ``[g, theta, r, m_0.1, ..., m_0.9999]``.
+    r"""The 9 normalised per-coordinate features ``[g, theta, r, m_0.1, ..., m_0.9999]``.
 
     Each feature is divided by its root mean square over the tensor,
     :math:`x/\sqrt{10^{-5} + \mathrm{mean}(x^2)}` (per chain: over all but the leading

@@ -10,6 +10,15 @@ from ._sgmcmc import checked_gradients
 FUSED_ADAM_DEVICES = ("cpu", "cuda") if torch.__version__ >= "2.4" else ("cuda",)
 
 
+def grad_like(param, grad):
+    """``grad`` with ``param``'s strides (a copy when they differ). torch's fused Adam reads a
+    gradient's memory in its parameter's order whatever the gradient's strides (on the CPU,
+    torch 2.13: silently wrong steps); an autograd gradient of a weight used transposed has the
+    transposed strides. ``backward()`` lays a gradient out like its parameter; a gradient
+    assigned to ``.grad`` must be laid out so too."""
+    return grad if grad.stride() == param.stride() else torch.empty_like(param).copy_(grad)
+
+
 class SamplerOptimizer(torch.optim.Optimizer):
     """Run a functional sampler (``init`` / ``update``, e.g. :class:`SGHMC` or :class:`L2E`) as a
     ``torch.optim.Optimizer``: ``step()`` reads the gradients in ``.grad`` (of the *mean*
@@ -127,6 +136,9 @@ class SamplerOptimizer(torch.optim.Optimizer):
         if self.warmup is not None and group["sampler_step"] < self.warmup_steps:
             # the sampler's own check, before Adam moves anything
             checked_gradients(dict(zip(self.names, params)), grads, int(group["sampler_step"]))
+            for p in params:                    # a fused Adam needs them laid out like p
+                if p.grad is not None:
+                    p.grad = grad_like(p, p.grad)
             self.warmup.step()
             group["sampler_step"] += 1
             if group["sampler_step"] >= self.warmup_steps:
