@@ -49,6 +49,16 @@ def test_runs_on_cuda():
         assert sample_multi_target(targets, init, 5, method=method).particles.is_cuda
 
 
+def test_fused_adam_on_transposed_particles_takes_plain_adams_steps():
+    # the particles keep init's strides (a transposed init here); the direction assigned as
+    # their gradient must be laid out like them for torch's fused Adam
+    targets = make_gaussian_mixture_targets()
+    init = torch.randn(2, 10, generator=torch.Generator().manual_seed(0)).t()
+    fused = sample_multi_target(targets, init, 20, lr=0.05, optimizer_kwargs={"fused": True})
+    plain = sample_multi_target(targets, init, 20, lr=0.05)
+    torch.testing.assert_close(fused.particles, plain.particles, rtol=1e-5, atol=1e-5)
+
+
 def test_plain_sgd_step_is_theta_plus_eps_phi():
     from sklmoo.samplers import MTSGD, scores_of
     targets = make_gaussian_mixture_targets()

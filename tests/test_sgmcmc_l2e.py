@@ -151,6 +151,39 @@ def test_l2e_step_reuses_its_buffers_and_matches_per_chain_weights():
     assert not hasattr(sampler, "_scratch_buffers")
 
 
+def test_features_are_normalised_per_tensor_per_feature_and_per_chain():
+    # each feature of each tensor by its own root mean square, each chain on its own: a scalar's
+    # features are +-1 (up to the 1e-5 under the root), a (C,) tensor with one chain axis is C
+    # scalars, and no chain's values change another's features
+    g, theta, r = torch.tensor(3.0), torch.tensor(-0.5), torch.tensor(0.02)
+    means = torch.tensor([1.0, -2.0, 0.3, 0.0, 5.0, -0.1])
+    f = l2e_features(g, theta, r, means)
+    raw = torch.cat([torch.stack([g, theta, r]), means])
+    torch.testing.assert_close(f, raw / torch.sqrt(1e-5 + raw ** 2))
+    assert f.is_contiguous() and f.shape == (9,)
+    chains = torch.tensor([3.0, -40.0])
+    per_chain = l2e_features(chains, -chains, chains, torch.stack([chains] * 6), batch_dims=1)
+    torch.testing.assert_close(per_chain[:, 0], chains / torch.sqrt(1e-5 + chains ** 2))
+    # a tensor's features do not depend on another chain's values
+    x = torch.randn(2, 5, generator=torch.Generator().manual_seed(0))
+    y = x.clone()
+    y[1] *= 1000
+    fx = l2e_features(x, x, x, torch.stack([x] * 6), batch_dims=1)
+    fy = l2e_features(y, y, y, torch.stack([y] * 6), batch_dims=1)
+    torch.testing.assert_close(fx[0], fy[0])
+    torch.testing.assert_close((fx[1] ** 2).mean(0), (fy[1] ** 2).mean(0), rtol=1e-4, atol=0)
+
+
+def test_features_in_half_precision_stay_finite_and_normalised():
+    # the root mean square is formed before squaring: a sum of 10,000 squares of ~300 is beyond
+    # float16's range
+    x = (300 * torch.randn(10_000, generator=torch.Generator().manual_seed(0))).half()
+    f = l2e_features(x, x, x, torch.stack([x] * 6))
+    assert torch.isfinite(f).all()
+    rms = f.float().pow(2).mean(0).sqrt()
+    torch.testing.assert_close(rms, torch.ones(9), rtol=1e-2, atol=0)
+
+
 def test_meta_mlp_columns_equals_meta_mlp():
     # the transition's meta-MLP: feature-major columns in blocks, the last layer as two output
     # rows or beta alone; the same numbers as the plain row-major meta_mlp

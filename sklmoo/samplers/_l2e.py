@@ -387,7 +387,7 @@ def l2e_features(grad, theta, momentum, grad_means, batch_dims=0):
 
     Each feature is divided by its root mean square over the tensor,
     :math:`x/\sqrt{10^{-5} + \mathrm{mean}(x^2)}` (per chain: over all but the leading
-    ``batch_dims`` axes).
+    ``batch_dims`` axes; a scalar's features are each divided by their own magnitude).
 
     Examples
     --------
@@ -402,7 +402,7 @@ def l2e_features(grad, theta, momentum, grad_means, batch_dims=0):
     means = grad_means if torch.is_tensor(grad_means) else torch.stack(list(grad_means))
     block = grad.new_empty((N_FEATURES, *lead, grad[(0,) * batch_dims].numel()))
     _write_features(block, grad, theta, momentum, means)
-    return block.view(N_FEATURES, *grad.shape).movedim(0, -1)
+    return block.view(N_FEATURES, *grad.shape).movedim(0, -1).contiguous()
 
 
 def _write_features(block, grad, theta, momentum, means):
@@ -415,8 +415,10 @@ def _write_features(block, grad, theta, momentum, means):
         for row, x in zip(block, (grad, theta, momentum)):
             row.copy_(x.reshape(row.shape))
         block[3:].copy_(means.reshape(block[3:].shape))
-    square = torch.linalg.vector_norm(block, dim=-1, keepdim=True).square_()
-    return block.div_(square.div_(block.shape[-1]).add_(1e-5).sqrt_())
+    # the mean square in at least float32: in half precision a sum of squares overflows
+    square = torch.linalg.vector_norm(block, dim=-1, keepdim=True,
+                                      dtype=torch.promote_types(block.dtype, torch.float32))
+    return block.div_(square.square_().div_(block.shape[-1]).add_(1e-5).sqrt_())
 
 
 @dataclass
@@ -531,8 +533,8 @@ class L2E:
         return feats, sizes
 
     def _meta_outputs(self, weights, feats, sizes, beta_only=False):
-        """The meta-MLP on the features: (alpha, beta) pieces per leaf, each (*chains, size)
-        (beta alone with ``beta_only``). One set of meta-weights runs in blocks through buffers
+        """The meta-MLP on the features: a tuple of alpha pieces and a tuple of beta pieces,
+        one (*chains, size) piece per leaf (the beta pieces alone with ``beta_only``). One set of meta-weights runs in blocks through buffers
         (:func:`meta_mlp_columns`); per-chain weights (ES) take :func:`meta_mlp`."""
         if all(w.dim() == 2 for k, w in weights.items() if k.endswith("_w")):
             out = meta_mlp_columns(feats.view(N_FEATURES, -1), weights, self._scratch(),

@@ -7,6 +7,7 @@ import math
 
 import torch
 
+from ._optim import grad_like
 from ._stein import MGDA, MOOSVGD, MTSGD, SVGD, TASK_NORMALIZATIONS, LinearScalarization
 
 #: the multi-target update rules (the MT-SGD paper's method and its baselines), one registry for
@@ -228,7 +229,7 @@ def sample_multi_target(log_probs, init, n_steps, *, method="mtsgd", optimizer="
             phi, info = rule.direction(particles, scores, log_densities=values)
         except FloatingPointError as exc:
             raise FloatingPointError(f"step {step}: {exc}") from exc
-        particles.grad = -phi
+        particles.grad = grad_like(particles, -phi)     # a fused optimizer needs its layout
         opt.step()
         if bounds is not None:
             with torch.no_grad():
