@@ -184,6 +184,28 @@ def test_features_in_half_precision_stay_finite_and_normalised():
     torch.testing.assert_close(rms, torch.ones(9), rtol=1e-2, atol=0)
 
 
+def test_l2e_moves_float64_and_empty_parameters_and_refuses_integer_ones():
+    # the float32 meta-sampler on float64 parameters: its weights in float64, the same step as
+    # the sampler built on a float64 copy of it
+    meta = load_default_meta_sampler()
+    params = {"w": torch.randn(4, 3, dtype=torch.float64), "none": torch.zeros(0,
+                                                                             dtype=torch.float64)}
+    grads = {k: torch.ones_like(v) for k, v in params.items()}
+    runs = []
+    for m in (meta, MetaSampler(hidden_units=32).double().load_weights(
+            {k: v.detach().numpy() for k, v in meta.weights().items()})):
+        sampler = L2E(m, n_data=100, temperature=0.0)
+        runs.append(sampler.update(sampler.init(dict(params)), grads))
+    assert runs[0].params["w"].dtype == torch.float64 and runs[0].params["none"].shape == (0,)
+    torch.testing.assert_close(runs[0].params["w"], runs[1].params["w"], rtol=1e-6, atol=1e-9)
+    sampler = L2E(meta, n_data=100)
+    empty = sampler.update(sampler.init({"e": torch.zeros(0)}), {"e": torch.zeros(0)})
+    assert empty.params["e"].shape == (0,)
+    with pytest.raises(TypeError, match="'i' holds torch.int64"):
+        sampler.update(sampler.init({"i": torch.zeros(3, dtype=torch.int64)}),
+                       {"i": torch.ones(3, dtype=torch.int64)})
+
+
 def test_meta_mlp_columns_equals_meta_mlp():
     # the transition's meta-MLP: feature-major columns in blocks, the last layer as two output
     # rows or beta alone; the same numbers as the plain row-major meta_mlp

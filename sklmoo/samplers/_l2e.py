@@ -500,8 +500,13 @@ class L2E:
         self.weight_decay = weight_decay
         self.batch_dims = batch_dims
 
-    def _weights(self):
-        return self.meta.weights() if isinstance(self.meta, MetaSampler) else self.meta
+    def _weights(self, like):
+        """The meta-parameters, in ``like``'s dtype and device when they are not already (a
+        float32 meta-sampler moving float64 parameters, say)."""
+        weights = self.meta.weights() if isinstance(self.meta, MetaSampler) else self.meta
+        if any(w.dtype != like.dtype or w.device != like.device for w in weights.values()):
+            weights = {k: w.to(dtype=like.dtype, device=like.device) for k, w in weights.items()}
+        return weights
 
     def init(self, params):
         """Zero momentum and running means for ``params`` (tensor or dict of tensors)."""
@@ -539,7 +544,7 @@ class L2E:
         if all(w.dim() == 2 for k, w in weights.items() if k.endswith("_w")):
             out = meta_mlp_columns(feats.view(N_FEATURES, -1), weights, self._scratch(),
                                    beta_only)
-            out = out.view(*feats.shape[1:]) if beta_only else out.view(-1, *feats.shape[1:])
+            out = out.view(*feats.shape[1:]) if beta_only else out.view(len(out), *feats.shape[1:])
         else:
             out = meta_mlp(feats.movedim(0, -1), weights).movedim(-1, 0)
             out = out[1] if beta_only else out
@@ -577,10 +582,10 @@ class L2E:
 
     def update(self, state, grads, generator=None):
         """One L2E transition given the mean-loss gradients at ``state.params``."""
-        weights = self._weights()
         params, momentum = as_tree(state.params), as_tree(state.momentum)
         means_tree = as_tree(state.grad_means)
         g = checked_gradients(params, grads, state.step)
+        weights = self._weights(next(iter(params.values())))
         eps = time_step(self.step_size, self.n_data)
         a, n = self.friction, self.n_data
         keys = list(params)

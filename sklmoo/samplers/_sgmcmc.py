@@ -27,11 +27,15 @@ def as_tree(params):
 def checked_gradients(params, grads, step):
     """``grads`` as a tree matching ``params`` key by key and shape by shape, all finite.
 
-    Raises ``ValueError`` for a missing key or a shape that would only broadcast, and
-    ``FloatingPointError`` naming the tensor and the step for NaN / inf (one NaN would
+    Raises ``TypeError`` for a parameter that is not floating point, ``ValueError`` for a
+    missing key or a shape that would only broadcast, and ``FloatingPointError`` naming the
+    tensor and the step for NaN / inf (one NaN would
     otherwise spread through the whole tensor and, in L2E, stay in the running means)."""
     g = as_tree(grads)
     for k, theta in params.items():
+        if not theta.is_floating_point():
+            raise TypeError(f"parameter {k!r} holds {theta.dtype} values: the samplers move "
+                            "floating-point tensors")
         if k not in g:
             raise ValueError(f"no gradient for parameter {k!r}")
         if g[k].shape != theta.shape:
