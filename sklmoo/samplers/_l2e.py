@@ -539,12 +539,13 @@ class L2E:
 
     def _meta_outputs(self, weights, feats, sizes, beta_only=False):
         """The meta-MLP on the features: a tuple of alpha pieces and a tuple of beta pieces,
-        one (*chains, size) piece per leaf (the beta pieces alone with ``beta_only``). One set of meta-weights runs in blocks through buffers
-        (:func:`meta_mlp_columns`); per-chain weights (ES) take :func:`meta_mlp`."""
+        one (*chains, size) piece per leaf (the beta pieces alone with ``beta_only``). One set
+        of meta-weights runs in blocks through buffers (:func:`meta_mlp_columns`); per-chain
+        weights (ES) take :func:`meta_mlp`."""
         if all(w.dim() == 2 for k, w in weights.items() if k.endswith("_w")):
             out = meta_mlp_columns(feats.view(N_FEATURES, -1), weights, self._scratch(),
                                    beta_only)
-            out = out.view(*feats.shape[1:]) if beta_only else out.view(len(out), *feats.shape[1:])
+            out = out.view(*out.shape[:-1], *feats.shape[1:])
         else:
             out = meta_mlp(feats.movedim(0, -1), weights).movedim(-1, 0)
             out = out[1] if beta_only else out

@@ -24,6 +24,13 @@ def as_tree(params):
     raise TypeError("params must be a tensor or a dict of tensors")
 
 
+def all_finite(x):
+    """Whether every entry of ``x`` is finite: one reduction first (a finite sum means every
+    entry is; one inf or NaN makes it inf or NaN), the entry-wise test only when the sum is not
+    finite (a sum of finite entries can still overflow)."""
+    return bool(torch.isfinite(x.sum()) or torch.isfinite(x).all())
+
+
 def checked_gradients(params, grads, step):
     """``grads`` as a tree matching ``params`` key by key and shape by shape, all finite.
 
@@ -41,9 +48,7 @@ def checked_gradients(params, grads, step):
         if g[k].shape != theta.shape:
             raise ValueError(f"gradient for {k!r} has shape {tuple(g[k].shape)}, the parameter "
                              f"{tuple(theta.shape)}")
-        # one reduction first: the entry-wise test only when the sum is not finite (a sum
-        # of finite entries can still overflow)
-        if not (torch.isfinite(g[k].sum()) or torch.isfinite(g[k]).all()):
+        if not all_finite(g[k]):
             raise FloatingPointError(f"non-finite gradient for {k!r} at step {step}")
     return g
 

@@ -13,6 +13,7 @@ from typing import Optional
 import torch
 
 from ._kernels import RBFKernel
+from ._sgmcmc import all_finite
 from ._simplex_qp import min_norm_weights
 
 #: how each task's score is rescaled at each particle before the task weights and the drive are
@@ -111,9 +112,7 @@ def _detached(x):
 
 def _check_inputs(particles, scores):
     scores = _check_shapes(particles, scores)
-    # a finite sum means every entry is finite (one inf or NaN makes it inf or NaN); only a
-    # sum that overflowed needs the entry-wise test
-    if not (torch.isfinite(scores.sum()) or torch.isfinite(scores).all()):
+    if not all_finite(scores):
         raise FloatingPointError("scores contain NaN or inf: the sampler has diverged")
     return particles.detach(), scores.detach()
 
