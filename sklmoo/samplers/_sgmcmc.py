@@ -27,8 +27,11 @@ def as_tree(params):
 def all_finite(x):
     """Whether every entry of ``x`` is finite: one reduction first (a finite sum means every
     entry is; one inf or NaN makes it inf or NaN), the entry-wise test only when the sum is not
-    finite (a sum of finite entries can still overflow)."""
-    return bool(torch.isfinite(x.sum()) or torch.isfinite(x).all())
+    finite (a sum of finite entries can still overflow). One host synchronisation when all
+    are finite."""
+    if torch.isfinite(x.sum()):
+        return True
+    return bool(torch.isfinite(x).all())
 
 
 def checked_gradients(params, grads, step):
