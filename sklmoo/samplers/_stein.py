@@ -241,10 +241,12 @@ def stein_gram(terms, scores, repulsion=1.0):
     >>> U.shape, bool(torch.allclose(U, U.T)), bool(torch.linalg.eigvalsh(U).min() > -1e-10)
     (torch.Size([2, 2]), True, True)
     """
-    m = scores.shape[1]
-    kernel_scores = torch.einsum("ab,kbd->kad", terms.matrix, scores)
-    drive = torch.einsum("kad,lad->kl", scores, kernel_scores)
-    cross = torch.einsum("kad,ad->k", scores, terms.repulsive)
+    n_targets, m = scores.shape[:2]
+    # as matrix products of the (K, M d) flattened scores: einsum's reshapes copied them
+    kernel_scores = torch.matmul(terms.matrix, scores)
+    flat = scores.reshape(n_targets, -1)
+    drive = flat @ kernel_scores.reshape(n_targets, -1).T
+    cross = flat @ terms.repulsive.reshape(-1)
     gram = drive + repulsion * (cross[:, None] + cross[None, :])
     if terms.trace_sum is not None:       # None: a kernel that omits this task-free constant
         gram = gram + repulsion**2 * terms.trace_sum
@@ -367,7 +369,7 @@ class MTSGD(_KernelRule):
         weights = min_norm_weights(gram)
         if not self.normalize_drive and scores is not raw:
             kernel_scores = self._weigh(terms.matrix, raw)
-        drive = torch.einsum("k,kad->ad", weights, kernel_scores) / m
+        drive = (weights @ kernel_scores.flatten(1)).view_as(particles) / m
         repulsive = self.repulsion * terms.repulsive / m
         return drive + repulsive, DirectionInfo(gram=gram, weights=weights, sigma2=terms.sigma2,
                                                 drive_norm=drive.norm(),
