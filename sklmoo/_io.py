@@ -3,6 +3,7 @@ an interrupted write leaves the previous version in place), the ownership of a r
 and the checks that make reading a hostile file cheap: declared sizes are bounded before
 anything is decompressed or parsed."""
 
+import contextlib
 import json
 import os
 import pathlib
@@ -10,6 +11,41 @@ import zipfile
 
 #: the deepest nesting :func:`read_json` accepts (sklmoo's own JSON files nest 2 to 5 levels)
 MAX_JSON_DEPTH = 64
+
+
+def _temporary(path):
+    """The temporary :func:`atomic_write` writes ``path`` through (same directory)."""
+    return path.with_name(f".{path.name}.{os.getpid()}.tmp")
+
+
+@contextlib.contextmanager
+def atomic_files(paths):
+    """Write several files atomically through code that takes paths: yields a dict of
+    temporaries (same keys, each in its file's directory); when the block ends without an
+    error each is synced to disk and renamed over its path, one after the other, otherwise they
+    are removed and every path keeps its previous version.
+
+    Parameters
+    ----------
+    paths : dict of str or Path
+        Each file's final path; its directory must exist (``FileNotFoundError`` naming it).
+    """
+    paths = {key: pathlib.Path(path) for key, path in paths.items()}
+    for path in paths.values():
+        if not path.parent.is_dir():
+            raise FileNotFoundError(f"cannot write {str(path)!r}: the directory "
+                                    f"{str(path.parent)!r} does not exist")
+    temporaries = {key: _temporary(path) for key, path in paths.items()}
+    try:
+        yield {key: str(tmp) for key, tmp in temporaries.items()}
+        for key, path in paths.items():
+            with open(temporaries[key], "rb") as f:
+                os.fsync(f.fileno())
+            os.replace(temporaries[key], path)
+    finally:
+        for tmp in temporaries.values():
+            if tmp.exists():
+                tmp.unlink()
 
 
 def atomic_write(path, write):
@@ -28,7 +64,7 @@ def atomic_write(path, write):
     """
     path = pathlib.Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp = _temporary(path)
     try:
         with open(tmp, "wb") as f:
             write(f)

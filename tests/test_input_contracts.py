@@ -58,6 +58,17 @@ def _target(name, y, X):
 
 
 @pytest.mark.parametrize("name", ["mtsgd", "regressor"])
+def test_a_warm_up_longer_than_the_fit_is_warned_about(iris, name):
+    X, y = iris
+    with pytest.warns(UserWarning, match=r"warmup_epochs=5 covers every epoch of this fit "
+                                         r"\(up to epoch 2\): no step uses method='mtsgd'"):
+        ESTIMATORS[name](warmup_epochs=5).fit(X, _target(name, y, X))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        ESTIMATORS[name](warmup_epochs=1).fit(X, _target(name, y, X))
+
+
+@pytest.mark.parametrize("name", ["mtsgd", "regressor"])
 def test_zero_epochs_is_refused_not_a_fitted_untrained_model(iris, name):
     X, y = iris
     est = ESTIMATORS[name](max_epochs=0)
@@ -382,12 +393,32 @@ def test_a_fit_diverging_on_huge_features_names_their_scale(iris, name):
         ESTIMATORS[name]().fit(X * 1e30, y)
 
 
+def test_l2e_stuck_on_huge_features_names_their_scale(iris):
+    """The meta-learned sampler normalises its inputs and does not overflow on X of 1e30: its
+    chains stop moving instead, and the warning says why."""
+    from sklearn.exceptions import ConvergenceWarning
+
+    X, y = iris
+    with pytest.warns(ConvergenceWarning, match=r"stuck.*X holds values up to 3.09e\+30 in "
+                                                r"magnitude: standardise"):
+        _l2e(sampler="l2e", n_chains=2).fit(X * 1e30, y)
+
+
 @pytest.mark.parametrize("name, param", [("l2e", "n_chains"), ("mtsgd", "n_particles"),
                                          ("regressor", "n_particles")])
 def test_a_member_count_beyond_memory_is_refused_before_allocating(iris, name, param):
     X, y = iris
     est = ESTIMATORS[name](**{param: 10 ** 9})
     with pytest.raises(ValueError, match=f"{param}=1000000000 networks .* GiB.*lower {param}"):
+        est.fit(X, y)
+    assert not est.__sklearn_is_fitted__()
+
+
+def test_a_draw_count_beyond_memory_names_n_draws(iris):
+    X, y = iris
+    est = ESTIMATORS["l2e"](n_chains=2, n_draws=10 ** 9)
+    with pytest.raises(ValueError, match=r"n_draws=1000000000 stored draws.*GiB.*lower n_chains "
+                                         r"or n_draws"):
         est.fit(X, y)
     assert not est.__sklearn_is_fitted__()
 

@@ -285,3 +285,45 @@ def test_a_checkpoint_is_checked_like_its_files(fitted, iris, tmp_path):
     inflated_member(tmp_path / "params.pt", "data.pkl", GiB)
     _refused(est, iris[0], r"f_params=\.\.\.\): .*params\.pt: its members declare",
              checkpoint=checkpoint)
+
+
+# -- saving: every path is written atomically -------------------------------------------------
+
+@pytest.mark.parametrize("name", list(MAKERS))
+def test_a_failed_save_leaves_the_previous_files(fitted, iris, tmp_path, monkeypatch, name):
+    """A save that fails mid-write (a full disk) keeps every earlier file whole and leaves no
+    temporary behind; the earlier files still load."""
+    est = _estimator(fitted, name)
+    files = {"f_params": tmp_path / "p.pt", "f_optimizer": tmp_path / "o.pt",
+             "f_history": tmp_path / "h.json"}
+    est.save_params(**files)
+    before = {key: path.read_bytes() for key, path in files.items()}
+
+    def full_disk(obj, f, *args, **kwargs):
+        with open(f, "wb") as partial:
+            partial.write(b"PK\x03\x04 half")
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(torch, "save", full_disk)
+    with pytest.raises(OSError, match="No space left"):
+        est.save_params(**files)
+    monkeypatch.undo()
+    assert {key: path.read_bytes() for key, path in files.items()} == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["h.json", "o.pt", "p.pt"]
+    fresh = _estimator(fitted, name)
+    fresh.load_params(**files)
+    np.testing.assert_array_equal(fresh.predict_proba(iris[0]), est.predict_proba(iris[0]))
+
+
+def test_saving_writes_paths_and_file_objects_and_names_a_missing_directory(fitted, iris,
+                                                                          tmp_path):
+    est = _estimator(fitted, "mtsgd")
+    buffer = io.BytesIO()
+    est.save_params(f_params=buffer, f_history=str(tmp_path / "h.json"))
+    assert buffer.getvalue()[:2] == b"PK" and json.loads((tmp_path / "h.json").read_text())
+    with pytest.raises(FileNotFoundError, match="directory .*nowhere.* does not exist"):
+        est.save_params(f_params=tmp_path / "nowhere" / "p.pt")
+    # skorch's Checkpoint saves through save_params
+    Checkpoint(dirname=str(tmp_path / "ck"), f_optimizer=None, f_criterion=None,
+               event_name=None, f_history="h.json").initialize().save_model(est)
+    assert sorted(p.name for p in (tmp_path / "ck").iterdir()) == ["h.json", "params.pt"]

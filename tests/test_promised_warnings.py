@@ -40,6 +40,11 @@ HERE = "tests/test_promised_warnings.py"
 #: (documents (glob), regular expression over the whitespace-collapsed text without backticks,
 #: what backs it: "test_file.py::test_name" or "not a promise: why")
 CLAIMS = [
+    # the stuck-chain warning names X's scale; a warm-up covering the whole fit warns
+    ("docs/changelog.rst", r"A stuck-chain warning on features of huge magnitude",
+     "tests/test_input_contracts.py::test_l2e_stuck_on_huge_features_names_their_scale"),
+    ("docs/changelog.rst", r"a warmup_epochs that covers the whole fit is warned about",
+     "tests/test_input_contracts.py::test_a_warm_up_longer_than_the_fit_is_warned_about"),
     # the regressor gives no repulsion advice about networks a fit will ignore
     ("docs/changelog.rst", r"No warnings in the 45 fits \(networks that a fit will ignore no "
      r"longer produce repulsion advice\)",

@@ -199,6 +199,24 @@ def test_multitask_accuracy_score_by_hand_and_missing_labels():
         multitask_accuracy_score([None, None], [1, 2])
 
 
+def test_multitask_accuracy_refuses_a_mix_of_string_and_number_labels():
+    """Labels read as text ('0', '1') against predicted numbers would score 0 silently:
+    refused like scikit-learn's accuracy_score does."""
+    from sklearn.metrics import accuracy_score
+
+    y = np.array([0, 1, 1, 0])
+    with pytest.raises(ValueError, match="Mix of label input types"):
+        accuracy_score(y.astype(str), y)
+    with pytest.raises(ValueError, match="string labels and y_pred number labels"):
+        multitask_accuracy_score(y.astype(str), y)
+    pred = np.empty((4, 2), dtype=object)
+    pred[:, 0], pred[:, 1] = y, y.astype(str)
+    with pytest.raises(ValueError, match="task 1: y_true holds number labels and y_pred string"):
+        multitask_accuracy_score(np.column_stack([y, y]), pred)
+    # the same types compare as before, objects included
+    assert multitask_accuracy_score(y.astype(object), y) == 1.0
+
+
 def test_sklearn_accuracy_fails_on_multiclass_multioutput_and_multitask_scorers_work():
     X, y = _multitask_digits()
     X, y = X[:300], y[:300]

@@ -335,6 +335,34 @@ def test_bad_class_weights_are_a_clear_error(name, table, class_weight, match):
     assert not est.__sklearn_is_fitted__()
 
 
+@pytest.mark.parametrize("how", ["sample_weight", "class_weight"])
+@pytest.mark.parametrize("name", ["mtsgd", "l2e"])
+def test_weights_that_leave_one_class_are_a_clear_error(name, table, how):
+    """Zero weights on every row but one class's would fit a one-class model that still reports
+    every class in classes_: refused like one-class labels, and the estimator stays unfitted."""
+    X, y, _, _ = table
+    est = MAKERS[name](**({"class_weight": {0: 0.0, 1: 0.0, 2: 1.0}} if how == "class_weight"
+                          else {}))
+    weight = np.where(y == 2, 1.0, 0.0) if how == "sample_weight" else None
+    with pytest.raises(ValueError, match=r"class\(es\) \[0, 1\] has a zero weight.*leaves 1 "
+                                         r"class\(es\) \[2\]"):
+        est.fit(X, y, sample_weight=weight)
+    assert not est.__sklearn_is_fitted__()
+    # two classes left with a positive weight: a fit (the third class is removed)
+    est = MAKERS[name]().fit(X, y, sample_weight=np.where(y == 0, 0.0, 1.0))
+    assert est.predict_proba(X).shape == (len(X), 3)
+
+
+def test_weights_that_leave_one_class_name_the_task(table):
+    X, y, _, _ = table
+    est = MAKERS["mtsgd"](class_weight=[None, {0: 0.0, 1: 1.0, 2: 0.0}])
+    with pytest.raises(ValueError, match=r"task 'task_1': every row of class\(es\) \[0, 2\]"):
+        est.fit(X, np.column_stack([y, y]))
+    # a partial_fit chunk may hold one class of the given ones, weighted or not
+    est = MAKERS["mtsgd"]().partial_fit(X[y == 1], y[y == 1], classes=[0, 1, 2])
+    assert est.__sklearn_is_fitted__()
+
+
 def test_one_dict_for_several_tasks_is_refused(table):
     X, y, _, _ = table
     with pytest.raises(ValueError, match="one dict per task"):

@@ -12,6 +12,7 @@ from torch.utils.data import Subset
 from sklearn.exceptions import NotFittedError
 from sklearn.utils.validation import validate_data
 
+from .._io import atomic_files
 from ..samplers._optim import FUSED_ADAM_DEVICES
 from ._progress import ProgressLog
 from ._rows import (DatasetRows, RowBatches, RowData, as_dataset_rows, max_abs, row_source,
@@ -382,11 +383,12 @@ class SklmooNetMixin:
         """``{name: tensor with the members on axis 0}`` checked after every epoch."""
         return {n: p for n, p in self.module_.named_parameters()}
 
-    def _check_member_memory(self, name, n_members, member, copies):
+    def _check_member_memory(self, name, n_members, member, copies, held="", lower=None):
         """``ValueError`` before any allocation when ``n_members`` networks like ``member``,
-        each held ``copies`` times (weights, gradients, optimiser state, stored draws), would
-        not fit in the device's memory: a typo such as ``n_particles=10**7`` must not run
-        the machine out of memory."""
+        each held ``copies`` times (``held``: what the copies are, e.g. weights, gradients,
+        optimiser state, stored draws), would not fit in the device's memory: a typo such as
+        ``n_particles=10**7`` must not run the machine out of memory. The message says to
+        lower ``lower`` (default: ``name``)."""
         n_params = sum(p.numel() for p in member.parameters())
         need = float(n_members) * n_params * copies * 4
         device = torch.device(str(self.device) if self.device is not None else "cpu")
@@ -395,9 +397,11 @@ class SklmooNetMixin:
         else:
             total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
         if need > total:
-            raise ValueError(f"{name}={n_members} networks of {n_params} parameters would need "
-                             f"about {need / 2 ** 30:.3g} GiB, more than the {total / 2 ** 30:.3g} "
-                             f"GiB of memory of {device.type}: lower {name}")
+            held = f", each held {copies} times ({held})," if held else ""
+            raise ValueError(f"{name}={n_members} networks of {n_params} parameters{held} would "
+                             f"need about {need / 2 ** 30:.3g} GiB, more than the "
+                             f"{total / 2 ** 30:.3g} GiB of memory of {device.type}: lower "
+                             f"{lower or name}")
 
     def _check_device_available(self):
         """Fail at the start of fit, with a message, when the device cannot be used."""
@@ -702,10 +706,20 @@ class SklmooNetMixin:
             optimizer).
         **kwargs
             ``f_<name>`` saves a further module, criterion or optimizer set as ``<name>_``.
+
+        Notes
+        -----
+        Each file given as a path is written atomically: to a temporary in its directory,
+        renamed over the path once complete, so a write that fails (a full disk, an
+        interruption) leaves the previous file in place. A file object is written as it is.
         """
-        return super().save_params(f_params=f_params, f_optimizer=f_optimizer,
-                                   f_criterion=f_criterion, f_history=f_history,
-                                   use_safetensors=use_safetensors, **kwargs)
+        files = dict(kwargs, f_params=f_params, f_optimizer=f_optimizer,
+                     f_criterion=f_criterion, f_history=f_history)
+        paths = {key: f for key, f in files.items()
+                 if key.startswith("f_") and isinstance(f, (str, os.PathLike))}
+        with atomic_files(paths) as temporaries:
+            return super().save_params(use_safetensors=use_safetensors,
+                                       **{**files, **temporaries})
 
     def load_params(self, f_params=None, f_optimizer=None, f_criterion=None, f_history=None,
                     checkpoint=None, use_safetensors=False, **kwargs):

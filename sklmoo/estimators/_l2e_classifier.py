@@ -20,10 +20,10 @@ from ..metrics import entropy_decomposition
 from ..metrics._recalibration import apply_temperature, fit_temperature
 from ..nn import ChainEnsemble, TrunkClassifier, member_factory
 from ..samplers import SGMCMC_SAMPLERS, MetaSampler, SamplerOptimizer, make_sgmcmc
-from ._guard import SklmooNetMixin
-from ._rows import batch_targets, take_rows
+from ._guard import LARGE_FEATURE_MAGNITUDE, SklmooNetMixin
+from ._rows import batch_targets, max_abs, take_rows
 from ._validation import ValidationSplit
-from ._weights import check_sample_weight, class_weights
+from ._weights import check_sample_weight, check_weighted_classes, class_weights
 
 #: centre of the prior on the calibration temperature of the chains' average (underconfident)
 TEMPERATURE_PRIOR_CENTER = 0.85
@@ -438,6 +438,7 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
             X = self._validate_X(X, reset=True)
             codes, self.classes_ = self._encode_y(y, X.shape[0], classes=classes)
             weight = self._row_weights(codes, sample_weight)
+            check_weighted_classes(codes, weight, [self.classes_])
         if not (weight > 0).all():
             # a zero weight removes a row
             X, codes, weight = (take_rows(X, weight > 0), codes[weight > 0],
@@ -608,10 +609,14 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
         if stuck:
             rhat = ("" if summary["rhat"] is None
                     else f", function-space R-hat {summary['rhat']:.3g}")
+            magnitude = max_abs(X)
+            scale = (f"; X holds values up to {magnitude:.3g} in magnitude: standardise the "
+                     "features (e.g. StandardScaler in a pipeline)"
+                     if magnitude > LARGE_FEATURE_MAGNITUDE else "")
             self._warn(f"chain(s) {stuck} are stuck: their draws barely differ on {len(probe)} "
                        f"training inputs while the chains disagree{rhat} (the sampler is not "
-                       "moving; raise step_size or check the data's scale); see diagnose(X)",
-                       ConvergenceWarning)
+                       f"moving; raise step_size or check the data's scale){scale}; see "
+                       "diagnose(X)", ConvergenceWarning)
         return summary
 
     # -- skorch hooks --------------------------------------------------------------------------
@@ -645,8 +650,10 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
                                  f"{tuple(out.shape[1:])}; y has {n_classes} classes, so it must "
                                  f"output ({n_classes},) logits")
             # weights, gradients, momentum, running gradient means, and the stored draws
-            self._check_member_memory("n_chains", self.n_chains, probe,
-                                      copies=10 + self.n_draws)
+            self._check_member_memory(
+                "n_chains", self.n_chains, probe, copies=10 + self.n_draws,
+                held=f"its state and gradients 10 times, n_draws={self.n_draws} stored draws",
+                lower="n_chains or n_draws")
             self.module_ = ChainEnsemble(make, self.n_chains, input_shape=shape,
                                          sample_dtype=_SAMPLE_DTYPES[self.sample_dtype])
         self._register_recalibration(1)

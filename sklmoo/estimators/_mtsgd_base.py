@@ -157,6 +157,7 @@ class MTSGDNetBase(SklmooNetMixin, NeuralNet):
             self.fitted_ = False
             X, targets = self._prepare(X, y, sample_weight=sample_weight)
             weight = self._row_weights(targets, sample_weight)
+            self._check_fit_weights(targets, weight)
             self.initialize()
         return self._fit_epochs(X, targets, weight, fit_params)
 
@@ -197,6 +198,7 @@ class MTSGDNetBase(SklmooNetMixin, NeuralNet):
         else:
             X, targets = self._prepare(X, y, classes=classes, sample_weight=sample_weight)
             weight = self._row_weights(targets, sample_weight)
+            self._check_fit_weights(targets, weight)
             self.initialize()
         return self._fit_epochs(X, targets, weight, fit_params)
 
@@ -206,6 +208,10 @@ class MTSGDNetBase(SklmooNetMixin, NeuralNet):
         row = check_sample_weight(sample_weight, len(targets))
         return self._check_weights(row[:, None] * self._target_weights(targets, row),
                                    self._observed(targets))
+
+    def _check_fit_weights(self, targets, weight):
+        """Checks of a fresh fit's weights (n, T) beyond their range (the classifier: every
+        task keeps two classes)."""
 
     def _target_weights(self, targets, row_weight):
         """Per-target factors on top of the row weights (the classifier's class weights)."""
@@ -233,6 +239,12 @@ class MTSGDNetBase(SklmooNetMixin, NeuralNet):
         lr_factor = self._resolve_batch(n_train)
         self._resolve_kernel(n_train)
         self._resolve_epochs(n_train, early_stopping=stopping)
+        last_epoch = len(self.history) + self.max_epochs_
+        if self.warmup_epochs >= last_epoch and self.method != "linear":
+            self._warn(f"warmup_epochs={self.warmup_epochs} covers every epoch of this fit (up "
+                       f"to epoch {last_epoch}): no step uses method={self.method!r}, each "
+                       "particle follows its fixed task weights throughout; lower "
+                       "warmup_epochs or raise max_epochs")
         for group in self.optimizer_.param_groups:
             # the rate for this fit's batch: each group's lr is its rate at ``_auto_batch`` rows,
             # kept in the group, so that a continued fit does not scale it twice

@@ -8,7 +8,7 @@ from ..metrics import entropy_decomposition
 from ..metrics._recalibration import apply_temperature, fit_temperature, pool_log_linear
 from ._mtsgd_base import MTSGDNetBase
 from ._validation import ValidationSplit
-from ._weights import class_weights
+from ._weights import check_weighted_classes, class_weights
 from ._targets import (as_2d_targets, as_task_columns, decode_predictions, encode_targets,
                        encode_with_classes, missing_mask)
 
@@ -330,6 +330,9 @@ class MTSGDMultiTaskClassifier(ClassifierMixin, MTSGDNetBase):
         """The class weights of every target (``class_weight``), 1 when None."""
         return class_weights(self.class_weight, codes, self._task_classes(), row_weight,
                              self.task_names_)
+
+    def _check_fit_weights(self, codes, weight):
+        check_weighted_classes(codes, weight, self._task_classes(), self.task_names_)
 
     def _fit_calibration(self, X_valid, codes_valid, weight=None):
         """``temperature_``: one temperature per task on the pooled probabilities of the

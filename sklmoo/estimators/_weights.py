@@ -56,6 +56,31 @@ def check_data_weight(weights):
             "e.g. sample_weight / sample_weight.mean()")
 
 
+def check_weighted_classes(codes, weight, classes, task_names=None):
+    """``ValueError`` when the weights leave a task of a fresh fit one of the classes its labels
+    hold: a zero weight (``sample_weight`` times ``class_weight``) removes a row, and a task
+    whose every other class is removed would be fitted to one class, silently. ``codes`` (n, T)
+    integer labels (-1: missing), ``weight`` (n, T) or (n,), ``classes`` one array per task.
+    A task whose every row has a zero weight is switched off (its head is not trained, its
+    temperature stays 1); labels with fewer than two classes to begin with are left to the
+    label check (a chunk of ``partial_fit`` may hold one)."""
+    codes = np.asarray(codes).reshape(len(codes), -1)
+    weight = np.asarray(weight).reshape(len(codes), -1)
+    for t in range(codes.shape[1]):
+        labelled = codes[:, t] >= 0
+        present = np.unique(codes[labelled, t])
+        kept = np.unique(codes[labelled & (weight[:, t] > 0), t])
+        if len(present) >= 2 and len(kept) == 1:
+            labels = np.asarray(classes[t]).tolist()
+            task = f"task {task_names[t]!r}: " if task_names and codes.shape[1] > 1 else ""
+            removed = [labels[c] for c in np.setdiff1d(present, kept)]
+            raise ValueError(
+                f"{task}every row of class(es) {removed} has a zero weight (sample_weight "
+                f"times class_weight), which leaves {len(kept)} class(es) "
+                f"{[labels[c] for c in kept]} to fit; a classifier needs rows of at least two "
+                "classes with a positive weight")
+
+
 def class_weights(class_weight, codes, classes, row_weight, task_names=None):
     """(n, T) weights from ``class_weight`` for integer ``codes`` (n, T) (-1 = missing) of the
     tasks' ``classes``; ``row_weight`` (n,) is the sample weight ('balanced' counts it, as

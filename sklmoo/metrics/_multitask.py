@@ -37,6 +37,20 @@ def _infer_dtype(values):
     return inferred if inferred.dtype != object and inferred.shape == values.shape else values
 
 
+def _label_kind(values):
+    """'string' or 'number' when every label is one (None for a mix within the column)."""
+    if values.dtype.kind in "US":
+        return "string"
+    if values.dtype.kind in "biuf":
+        return "number"
+    items = values.tolist()
+    if all(isinstance(v, str) for v in items):
+        return "string"
+    if all(isinstance(v, (int, float, np.number, bool, np.bool_)) for v in items):
+        return "number"
+    return None
+
+
 def _equal(a, b):
     if a.dtype.kind in "biuf" and b.dtype.kind in "biuf" or (a.dtype.kind in "US"
                                                               and b.dtype.kind in "US"):
@@ -94,7 +108,15 @@ def multitask_accuracy_score(y_true, y_pred, *, sample_weight=None,
         if not rows.any() or (w is not None and not w.sum() > 0):
             values.append(np.nan)
             continue
-        hits = _equal(_infer_dtype(y[rows, t]), _infer_dtype(pred[rows, t]))
+        true, predicted = _infer_dtype(y[rows, t]), _infer_dtype(pred[rows, t])
+        kinds = (_label_kind(true), _label_kind(predicted))
+        if set(kinds) == {"string", "number"}:
+            # scikit-learn's accuracy_score refuses this too: '1' never equals 1
+            task = f"task {t}: " if multitask else ""
+            raise ValueError(f"{task}y_true holds {kinds[0]} labels and y_pred {kinds[1]} "
+                             "labels (mix of label input types): convert one to the other's "
+                             "type, e.g. y_true.astype(int) for labels read as text")
+        hits = _equal(true, predicted)
         values.append(float(np.average(hits, weights=w)))
     values = np.array(values)
     if np.isnan(values).all():
