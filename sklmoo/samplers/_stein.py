@@ -168,8 +168,11 @@ def normalize_task_scores(scores, task_normalization="none", log_densities=None)
     _check_task_normalization(task_normalization)
     if task_normalization == "none":
         return scores
+    if task_normalization == "l2":
+        scale = scores.norm(dim=-1)
+        return scores / torch.where(scale > 0, scale, 1.0)[..., None]
     scale = torch.ones(scores.shape[:2], dtype=scores.dtype, device=scores.device)
-    if task_normalization in ("l2", "loss+"):
+    if task_normalization == "loss+":
         scale = scale * scores.norm(dim=-1)
     if task_normalization in ("loss", "loss+"):
         if log_densities is None:
@@ -287,7 +290,7 @@ class _KernelRule:
         ``smooth_drive`` the matrix is :math:`MI` and this is :math:`M s_k(\\theta_a)`, with
         no product (the same numbers)."""
         if self.smooth_drive:
-            return torch.einsum("ab,kbd->kad", matrix, scores)
+            return torch.matmul(matrix, scores)
         return matrix.shape[0] * scores
 
 
