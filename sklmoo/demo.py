@@ -14,11 +14,13 @@ wall-clock and CPU time it measured.
 """
 
 import argparse
+import pathlib
 import time
 
 import numpy as np
 import torch
 
+from sklmoo._io import atomic_write
 from sklmoo.datasets import (gaussian_mixture_statistics, make_gaussian_mixture_targets,
                              make_multi_digits)
 from sklmoo.metrics import brier_score, expected_calibration_error
@@ -238,6 +240,12 @@ def main(argv=None):
     parser.add_argument("--out", default="reliability_mtsgd.png", help="reliability diagram PNG")
     parser.add_argument("--quiet", action="store_true", help="no line per epoch")
     args = parser.parse_args(argv)
+    # the figure is written at the end, after minutes of fitting: check where it goes first
+    out = pathlib.Path(args.out)
+    if out.suffix.lower() != ".png":
+        parser.error(f"--out must name a .png file, got {args.out!r}")
+    if not out.parent.is_dir():
+        parser.error(f"--out {args.out!r}: the directory {str(out.parent)!r} does not exist")
     torch.set_num_threads(max(1, torch.get_num_threads()))
     wall, cpu = time.perf_counter(), time.process_time()
 
@@ -263,7 +271,8 @@ def main(argv=None):
                                                     task_names=["top-left", "bottom-right"])
     # above the panels' own titles (the tasks'); bbox_inches='tight' keeps it in the file
     disp.figure_.suptitle(f"Held-out Multi-Digits, {DEFAULT_CONFIG}", y=1.04)
-    disp.figure_.savefig(args.out, dpi=90, bbox_inches="tight")
+    atomic_write(out, lambda f: disp.figure_.savefig(f, format="png", dpi=90,
+                                                     bbox_inches="tight"))
     print(f"reliability diagram of {DEFAULT_CONFIG} written to {args.out}")
 
     if args.toy:

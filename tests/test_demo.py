@@ -31,9 +31,22 @@ def demo_run(monkeypatch, tmp_path, capsys):
     plt.close("all")
 
 
+@pytest.mark.parametrize("out, match", [("figure.txt", "must name a .png file"),
+                                        ("missing/figure.png", "does not exist")])
+def test_an_unusable_out_is_refused_before_any_fit(monkeypatch, tmp_path, capsys, out, match):
+    def no_fit(**kwargs):
+        raise AssertionError("fitted before checking --out")
+
+    monkeypatch.setattr(demo, "multi_digits_comparison", no_fit)
+    with pytest.raises(SystemExit) as exc:
+        demo.main(["--quiet", "--out", str(tmp_path / out)])
+    assert exc.value.code == 2 and match in capsys.readouterr().err
+
+
 def test_demo_summarises_and_draws_the_default_with_the_measured_time_ratios(demo_run):
     rows, disp, text, png = demo_run
-    assert png.exists()
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert [p.name for p in png.parent.iterdir()] == [png.name]      # no temporary left
     assert "3-4x" not in text                       # no hard-coded cost
     comparisons = [line for line in text.splitlines()
                    if "minus the independent ensemble" in line]

@@ -161,12 +161,23 @@ def test_real_signal_saves_and_exits(tmp_path, signum, reference):
     (["--lr", "nan"], "--lr must be a finite positive"),
     (["--resume"], "no checkpoint at"),
     (["--out", ""], "--out must name a directory, got ''"),
+    (["--seed", "-1"], "--seed must be an integer from 0 to 2**63 - 1, got -1"),
+    (["--seed", str(2 ** 64)], "--seed must be an integer from 0 to 2**63 - 1"),
 ])
 def test_degenerate_arguments_exit_2(tmp_path, capsys, extra, match):
     with pytest.raises(SystemExit) as exc:
         main(["--out", str(tmp_path / "x"), "--outer-steps", "2", *extra])
     assert exc.value.code == 2
     assert match in capsys.readouterr().err
+    assert not (tmp_path / "x").exists() or extra == ["--resume"]
+
+
+@pytest.mark.parametrize("seed", [-1, 1.5, 2 ** 64, True, "3"])
+def test_meta_trainer_names_a_bad_seed(seed):
+    with pytest.raises(ValueError, match="seed must be an integer from 0 to 2\*\*63 - 1"):
+        MetaTrainer(inner_steps=2, n_pairs=1, seed=seed)
+    # a numpy integer is a seed like any other
+    assert MetaTrainer(inner_steps=2, n_pairs=1, seed=np.int64(3)).config["seed"] == 3
 
 
 def test_resume_with_other_settings_and_overwrite_are_refused(tmp_path, capsys):
@@ -229,6 +240,28 @@ def test_a_diverging_step_writes_nothing_and_keeps_the_last_checkpoint(tmp_path,
         return result
 
     monkeypatch.setattr(MetaTrainer, "outer_step", diverging)
-    with pytest.raises(SystemExit, match="diverged at outer step 3.*keep outer step 2"):
+    with pytest.raises(SystemExit, match="diverged at outer step 3.*holds outer step 2, the "
+                                         "last finite one"):
         main(["--out", str(out), *TINY, "--resume"])
     assert (out / "checkpoint.pt").read_bytes() == before
+
+
+def test_a_diverging_step_saves_the_last_finite_one_not_yet_written(tmp_path, monkeypatch):
+    """With --checkpoint-every above 1 the steps since the last save are not lost: the last
+    finite one is written, and --resume continues from it."""
+    out = tmp_path / "run"
+    real = MetaTrainer.outer_step
+
+    def diverging(self):
+        result = real(self)
+        if self.step == 3:
+            with torch.no_grad():
+                self.phi.fill_(float("nan"))
+        return result
+
+    monkeypatch.setattr(MetaTrainer, "outer_step", diverging)
+    with pytest.raises(SystemExit, match="diverged at outer step 3.*holds outer step 2"):
+        main(["--out", str(out), *TINY, "--checkpoint-every", "10"])
+    assert torch.load(out / "checkpoint.pt", weights_only=True)["step"] == 2
+    monkeypatch.undo()
+    assert main(["--out", str(out), *TINY, "--checkpoint-every", "10", "--resume"]).step == 4

@@ -85,6 +85,29 @@ def test_sample_weight_equals_repetition():
         assert fn(y, proba, sample_weight=w) == pytest.approx(fn(rep_y, rep_p))
 
 
+def test_weights_whose_sum_overflows_are_refused_not_scored_zero():
+    """Weights of 1e308 are finite, but their sum is not: the weighted means came out as 0.0."""
+    from sklmoo.metrics import (interval_coverage, miscalibration_area,
+                                multitask_accuracy_score)
+
+    y, proba = _random_problem(5, n=60)
+    huge = np.full(60, 1e308)
+    for fn in (expected_calibration_error, brier_score, negative_log_likelihood,
+               classwise_calibration_error):
+        with pytest.raises(ValueError, match=r"sample_weight sums to inf.*rescale"):
+            fn(y, proba, sample_weight=huge)
+        # the same ratios, rescaled: the unweighted value
+        assert fn(y, proba, sample_weight=huge / huge.max()) == pytest.approx(fn(y, proba))
+    with pytest.raises(ValueError, match="sample_weight sums to"):
+        multitask_accuracy_score(y, y, sample_weight=huge)
+    mean, std = np.zeros((60, 2)), np.ones((60, 2))
+    for fn in (interval_coverage, miscalibration_area):
+        with pytest.raises(ValueError, match="sample_weight sums to"):
+            fn(np.column_stack([y, y]), mean, std, sample_weight=huge)
+        with pytest.raises(ValueError, match="multioutput sums to"):
+            fn(np.column_stack([y, y]), mean, std, multioutput=[1e308, 1e308])
+
+
 @pytest.mark.parametrize("n_classes", [2, 3, 5])
 @pytest.mark.parametrize("scale_by_half", ["auto", True, False])
 def test_brier_equals_sklearn_brier_score_loss(n_classes, scale_by_half):

@@ -174,3 +174,12 @@ def test_coverage_does_not_count_overflowing_residuals_as_covered():
     # ordinary values unchanged
     assert interval_coverage([0.0, 1.0, 3.0], [0.0, 0.0, 0.0], [1.0, 1.0, 1.0],
                              level=0.9) == 2 / 3
+
+
+@pytest.mark.parametrize("n_levels", [0, 1, 2.7, "10", -5, True, 10 ** 7])
+def test_n_levels_is_checked_by_the_metric_and_the_display(gaussian, n_levels):
+    y, mean, std = (a[:100] for a in gaussian)
+    with pytest.raises(ValueError, match="n_levels must be an integer from 2 to 10000"):
+        miscalibration_area(y, mean, std, n_levels=n_levels)
+    with pytest.raises(ValueError, match="n_levels must be an integer from 2 to 10000"):
+        RegressionCalibrationDisplay.from_predictions(y, mean, std, n_levels=n_levels)

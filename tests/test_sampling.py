@@ -181,3 +181,27 @@ def test_weights_only_normalisation_in_the_driver():
     mgda = sample_multi_target(targets, init, 5, method="mgda", optimizer="sgd", lr=0.1,
                                task_normalization="l2", normalize_drive=False)
     torch.testing.assert_close(mgda.particles, plain.particles, rtol=1e-5, atol=1e-6)
+
+
+def test_toy_targets_refuse_what_would_give_nan():
+    """Degenerate mixtures and a one-variable ZDT3 are named, not NaN log-densities."""
+    from sklmoo.datasets import GaussianMixture, zdt3_g, zdt3_pareto_front, zdt3_segment
+
+    for weights, means, variances, match in (
+            ([0.0, 0.0], [[0.0], [1.0]], 1.0, "positive sum"),
+            ([1.0, -1.0], [[0.0], [1.0]], 1.0, "non-negative"),
+            ([1.0, float("nan")], [[0.0], [1.0]], 1.0, "finite"),
+            ([1.0, 1.0], [[0.0], [1.0]], 0.0, "variances must be finite and positive"),
+            ([1.0, 1.0], [[0.0], [1.0]], -1.0, "variances"),
+            ([1.0, 1.0], [[0.0]], 1.0, "one row per weight")):
+        with pytest.raises(ValueError, match=match):
+            GaussianMixture(weights, means, variances)
+    with pytest.raises(ValueError, match="n >= 2 variables"):
+        zdt3_g(torch.zeros(3, 1))
+    for n in (10, 11, 99, 100, 101, 500):
+        assert zdt3_pareto_front(n).shape == (n, 2)
+    for n in (0, 7, -3, 2.5):
+        with pytest.raises(ValueError, match="n_points must be an integer >= 10"):
+            zdt3_pareto_front(n)
+    with pytest.raises(ValueError, match="finite"):
+        zdt3_segment(np.array([np.nan]))

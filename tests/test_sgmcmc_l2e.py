@@ -239,6 +239,20 @@ def test_save_load_round_trip(tmp_path):
         MetaSampler.load(tmp_path / "bad.npz")
 
 
+def test_a_card_that_cannot_be_written_leaves_the_saved_pair(tmp_path):
+    """numpy numbers in a card are written as numbers; a card JSON cannot hold is refused
+    before anything is written, so the .npz and its card still belong together."""
+    meta = MetaSampler(card={"seed": np.int64(3), "sizes": np.arange(2)})
+    path = meta.save(tmp_path / "m")
+    assert MetaSampler.load(path).card == {"seed": 3, "sizes": [0, 1]}
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    other = MetaSampler(card={"when": object()})            # other (random) weights
+    assert not torch.equal(other.flat_parameters(), meta.flat_parameters())
+    with pytest.raises(TypeError, match="the card holds a object"):
+        other.save(tmp_path / "m")
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before
+
+
 def test_es_estimator_is_unbiased_on_a_quadratic():
     a = torch.tensor([1.0, 3.0, 0.5], dtype=torch.float64)
     phi = torch.tensor([0.5, -1.0, 2.0], dtype=torch.float64)
@@ -259,6 +273,12 @@ def test_es_estimator_is_unbiased_on_a_quadratic():
     assert torch.isfinite(g).all() and not torch.isfinite(losses).all()
     with pytest.raises(FloatingPointError):
         antithetic_es_gradient(lambda b: torch.full((len(b),), float("nan")), phi)
+    # degenerate settings are named, not a NaN gradient or a misleading "non-finite" error
+    for kwargs, match in (({"sigma": 0.0}, "sigma must be a finite positive"),
+                          ({"sigma": float("nan")}, "sigma must be"),
+                          ({"n_pairs": 0}, "n_pairs must be a positive integer")):
+        with pytest.raises(ValueError, match=match):
+            antithetic_es_gradient(loss, phi, **kwargs)
 
 
 def test_meta_losses():
@@ -267,6 +287,24 @@ def test_meta_losses():
     torch.testing.assert_close(ce_meta_loss(logp[:1]),
                                -torch.log(torch.tensor([0.9, 0.5])).mean()[None])
     assert torch.isinf(bma_meta_loss(torch.full((1, 2, 3), float("nan")))).all()
+
+
+def test_a_diverging_inner_chain_is_dropped_not_fatal():
+    """One chain of a batch whose meta-parameters blow it up (phi * 1e30) scores inf; the
+    other chains run on and score what they score alone (the ES estimate drops the pair)."""
+    from sklmoo.meta import load_default_meta_sampler, synthetic_task
+    from sklmoo.meta._train import chain_group_losses
+
+    task = synthetic_task(np.random.default_rng(0), max_train=64, n_val=32)
+    meta = load_default_meta_sampler()
+    phi = meta.flat_parameters().detach()
+    cfg = dict(step_size=1.0, temperature=1.0, inner_steps=5, batch_size=32, n_samples=2,
+               meta_loss="bma")
+    batch = chain_group_losses(task, meta.unflatten(torch.stack([phi, phi * 1e30, phi])),
+                               [1, 2, 3], 0, 0, cfg)
+    assert torch.isfinite(batch[[0, 2]]).all() and torch.isinf(batch[1])
+    alone = chain_group_losses(task, meta.unflatten(phi[None]), [1], 0, 0, cfg)
+    torch.testing.assert_close(batch[0], alone[0])
 
 
 class _OneTask(TaskDistribution):

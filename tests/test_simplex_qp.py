@@ -104,3 +104,11 @@ def test_project_to_simplex_matches_sorting_reference():
         q = torch.zeros(5, dtype=torch.float64)
         q[i] = 1
         assert ((v - p) * (q - p)).sum(-1).max() <= 1e-10
+
+
+@pytest.mark.parametrize("dtype, top", [(torch.float32, 3e38), (torch.float64, 1e308)])
+@pytest.mark.parametrize("k", [2, 3])
+def test_a_gram_near_the_float_maximum_gives_finite_weights(dtype, top, k):
+    """Finite input, finite weights: symmetrising must not overflow (it gave NaN)."""
+    w = min_norm_weights(torch.eye(k, dtype=dtype) * top)
+    torch.testing.assert_close(w, torch.full((k,), 1.0 / k, dtype=dtype))

@@ -27,10 +27,19 @@ class GaussianMixture:
     """
 
     def __init__(self, weights, means, variances):
-        self.weights = np.asarray(weights, dtype=np.float64) / np.sum(weights)
+        weights = np.asarray(weights, dtype=np.float64)
+        if not (np.isfinite(weights).all() and (weights >= 0).all() and weights.sum() > 0):
+            raise ValueError(f"weights must be finite, non-negative, with a positive sum, got "
+                             f"{weights.tolist()}")
+        self.weights = weights / weights.sum()
         self.means = np.atleast_2d(np.asarray(means, dtype=np.float64))
+        if len(self.weights) != len(self.means) or not np.isfinite(self.means).all():
+            raise ValueError(f"means must be finite, one row per weight: {len(self.weights)} "
+                             f"weights, means of shape {self.means.shape}")
         self.variances = np.broadcast_to(np.asarray(variances, dtype=np.float64),
                                          self.means.shape).copy()
+        if not (np.isfinite(self.variances).all() and (self.variances > 0).all()):
+            raise ValueError("variances must be finite and positive")
         self._cache = {}
 
     def _tensors(self, x):
@@ -135,6 +144,9 @@ def zdt3_g(theta):
     >>> zdt3_g(torch.tensor([[0.3] + [0.0] * 29, [0.3] + [1.0] * 29])).tolist()
     [1.0, 10.0]
     """
+    if theta.ndim != 2 or theta.shape[1] < 2:
+        raise ValueError(f"ZDT3 needs theta of shape (M, n) with n >= 2 variables, got shape "
+                         f"{tuple(theta.shape)}")
     return 1.0 + 9.0 * theta[:, 1:].sum(dim=1) / (theta.shape[1] - 1)
 
 
@@ -179,7 +191,9 @@ ZDT3_BOUNDS = (0.0, 1.0)
 
 
 def zdt3_pareto_front(n_points=500):
-    """Points (f1, f2) on ZDT3's true Pareto front, for plotting -> array (n, 2).
+    """``n_points`` points (f1, f2) on ZDT3's true Pareto front, for plotting -> array
+    (n_points, 2): evenly spaced along f1 within each of its five segments, at least two per
+    segment (``n_points`` >= 10).
 
     Examples
     --------
@@ -187,7 +201,11 @@ def zdt3_pareto_front(n_points=500):
     >>> zdt3_pareto_front(100).shape
     (100, 2)
     """
-    f1 = np.concatenate([np.linspace(a, b, max(2, n_points // 5)) for a, b in ZDT3_FRONT_SEGMENTS])
+    if isinstance(n_points, bool) or not isinstance(n_points, (int, np.integer)) or n_points < 10:
+        raise ValueError(f"n_points must be an integer >= 10 (two per segment), got "
+                         f"{n_points!r}")
+    per = [n_points // 5 + (i < n_points % 5) for i in range(5)]
+    f1 = np.concatenate([np.linspace(a, b, k) for (a, b), k in zip(ZDT3_FRONT_SEGMENTS, per)])
     return np.column_stack([f1, 1.0 - np.sqrt(f1) - f1 * np.sin(10 * np.pi * f1)])
 
 
@@ -202,5 +220,7 @@ def zdt3_segment(f1):
     array([0, 4])
     """
     f1 = np.asarray(f1, dtype=np.float64)
+    if not np.isfinite(f1).all():
+        raise ValueError("f1 must be finite (no NaN or inf)")
     centres = np.array([(a + b) / 2 for a, b in ZDT3_FRONT_SEGMENTS])
     return np.abs(f1[:, None] - centres[None]).argmin(axis=1)

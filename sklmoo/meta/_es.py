@@ -1,5 +1,8 @@
 """Antithetic Evolution-Strategies gradient estimator (Eq. 10 of the L2E paper)."""
 
+import math
+import numbers
+
 import torch
 
 
@@ -45,6 +48,11 @@ def antithetic_es_gradient(loss_fn, phi, *, sigma=0.01, n_pairs=4, generator=Non
     >>> torch.allclose(g, 2 * phi, atol=0.3)  # Monte-Carlo error ~0.07 per component
     True
     """
+    if isinstance(n_pairs, bool) or not isinstance(n_pairs, int) or n_pairs < 1:
+        raise ValueError(f"n_pairs must be a positive integer, got {n_pairs!r}")
+    if (isinstance(sigma, bool) or not isinstance(sigma, numbers.Real)
+            or not (math.isfinite(sigma) and sigma > 0)):
+        raise ValueError(f"sigma must be a finite positive number, got {sigma!r}")
     eps = torch.randn(n_pairs, phi.numel(), generator=generator, dtype=phi.dtype)
     batch = torch.cat([phi + sigma * eps, phi - sigma * eps])
     losses = torch.as_tensor(loss_fn(batch), dtype=phi.dtype)

@@ -61,6 +61,7 @@ def run_chains(task, sampler, n_chains, n_steps, *, batch_size=128, n_samples=10
         return vmap(lambda q: functional_call(model, q, (x,)))(p)
 
     collected = []
+    diverged = torch.zeros(n_chains, dtype=torch.bool)
     for step in range(n_steps):
         idx = torch.randint(0, n, (min(batch_size, n),), generator=generator)
         x, y = task.X_train[idx], task.y_train[idx]
@@ -68,15 +69,37 @@ def run_chains(task, sampler, n_chains, n_steps, *, batch_size=128, n_samples=10
         logits = logits_of(p, x)                                       # (P, B, C)
         loss = torch.nn.functional.cross_entropy(logits.transpose(1, 2),
                                                  y[None].expand(n_chains, -1))
+        # each chain's gradient is its own loss's (the mean's backward does not mix them)
         grads = torch.autograd.grad(loss * n_chains, list(p.values()))
         state.params = {k: v.detach() for k, v in p.items()}
+        grads = _drop_diverged(state, grads, diverged)
         state = sampler.update(state, dict(zip(p, grads)), generator=noise)
         if step in collect:
             with torch.no_grad():
                 lp = torch.log_softmax(logits_of(state.params, task.X_val), dim=-1)
                 collected.append(lp if full else lp.gather(-1, task.y_val[None, :, None].expand(
                     n_chains, -1, 1))[..., 0])
-    return torch.stack(collected, dim=1)
+    out = torch.stack(collected, dim=1)
+    out[diverged] = float("nan")
+    return out
+
+
+def _drop_diverged(state, grads, diverged):
+    """Chains whose gradient is not finite are marked in ``diverged`` (P,) and taken out of
+    the run: their parameters and gradients are set to zero from then on, so that the
+    sampler (which refuses a non-finite gradient) keeps moving the other chains, and
+    :func:`run_chains` reports them as NaN."""
+    sums = torch.stack([g.reshape(len(diverged), -1).sum(dim=1) for g in grads]).sum(dim=0)
+    diverged |= ~torch.isfinite(sums)
+    if not diverged.any():
+        return grads
+    keep = ~diverged
+
+    def zeroed(t):                                   # where, not a product: 0 * inf is NaN
+        return torch.where(keep.view(-1, *[1] * (t.ndim - 1)), t, 0.0)
+
+    state.params = {k: zeroed(v) for k, v in state.params.items()}
+    return [zeroed(g) for g in grads]
 
 
 def _inf_if_diverged(loss):

@@ -51,6 +51,10 @@ def load_default_meta_sampler():
     return MetaSampler.load(PRETRAINED)
 
 
+#: the largest seed a meta-training run takes (numpy's and torch's generators take it)
+MAX_SEED = 2 ** 63 - 1
+
+
 def warm_start(meta, kappa_momentum=5.0, kappa_gradient=20.0, n_iter=400, seed=0):
     """Fit the MLP by regression to a hand-designed sampler before ES: ``alpha = 0`` and
     ``beta = kappa_momentum * r_hat - kappa_gradient * m_hat(0.9)`` on standard-normal features
@@ -116,6 +120,8 @@ class MetaTrainer:
     step_size, temperature : float
         Inner-loop sampler settings.
     seed : int, default=0
+        Seeds every draw of the run (0 to 2**63 - 1); construction also seeds torch's global
+        generator with it, so that a resumed run continues the same stream.
     client : dask.distributed.Client, optional
         Evaluate the antithetic pairs of every outer step on the cluster's workers (each job
         runs ``pairs_per_job`` pairs). Every chain has its own noise stream and all chains of
@@ -137,6 +143,10 @@ class MetaTrainer:
     def __init__(self, tasks=None, *, inner_steps=600, n_pairs=4, sigma=0.01, lr=0.01, clip=1.0,
                  meta_loss="bma", step_size=1.0, temperature=1.0, batch_size=128, n_samples=10,
                  seed=0, warm=True, client=None, pairs_per_job=None):
+        if (isinstance(seed, bool) or not isinstance(seed, (int, np.integer))
+                or not 0 <= seed <= MAX_SEED):
+            raise ValueError(f"seed must be an integer from 0 to 2**63 - 1, got {seed!r}")
+        seed = int(seed)
         self.tasks = tasks or TaskDistribution()
         self.config = dict(inner_steps=inner_steps, n_pairs=n_pairs, sigma=sigma, lr=lr,
                            clip=clip, meta_loss=meta_loss, step_size=step_size,
@@ -363,6 +373,8 @@ def _parse(argv):
         if not (math.isfinite(value) and value > 0):
             parser.error(f"--{name.replace('_', '-')} must be a finite positive number, got "
                          f"{value}")
+    if not 0 <= args.seed <= MAX_SEED:
+        parser.error(f"--seed must be an integer from 0 to 2**63 - 1, got {args.seed}")
     if not (math.isfinite(args.temperature) and args.temperature >= 0):
         parser.error(f"--temperature must be a finite non-negative number, got "
                      f"{args.temperature}")
@@ -564,6 +576,7 @@ def _train(parser, args, argv, out, client, tqdm):
     last = snapshot()                       # the state after the last completed outer step
     if args.resume and not _derived_match(out, last[0]):
         _write_derived(out, *last[1:])      # killed between the writes of the last save
+    written = trainer.step if args.resume else None     # the outer step the files hold
 
     def on_term(signum, frame):
         raise _Stop()
@@ -575,17 +588,22 @@ def _train(parser, args, argv, out, client, tqdm):
         while trainer.step < args.outer_steps:
             step, loss, name = trainer.outer_step()
             if not torch.isfinite(trainer.phi).all():
-                # nothing of this step is written: the last checkpoint stays the run's record
+                # nothing of this step is written; the last finite one is (with
+                # --checkpoint-every above 1 it may not have been yet)
                 bar.close()
+                if last[0]["step"] != written:
+                    _write_outputs(out, *last)
                 raise SystemExit(f"meta-training diverged at outer step {step}: the "
-                                 "meta-parameters are not finite; the files in "
-                                 f"{out} keep outer step {last[0]['step']} (lower --lr or "
-                                 "--sigma and --resume)")
+                                 f"meta-parameters are not finite; {out} holds outer step "
+                                 f"{last[0]['step']}, the last finite one (--resume continues "
+                                 "it with the same settings; for a lower --lr or --sigma, "
+                                 "start a new run in another directory)")
             last = snapshot()
             bar.update(1)
             bar.set_postfix(meta_loss=f"{loss:.3f}", task=name[:24])
             if step % args.checkpoint_every == 0 or step == args.outer_steps:
                 _write_outputs(out, *last)
+                written = step
     except (KeyboardInterrupt, _Stop):
         # no second interrupt while the last completed step is written
         signal.signal(signal.SIGINT, signal.SIG_IGN)

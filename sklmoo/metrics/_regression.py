@@ -6,7 +6,7 @@ import warnings
 import numpy as np
 from scipy.special import logsumexp, ndtri
 
-from ._validation import aggregate
+from ._validation import aggregate, check_weight_sum
 
 _LOG_2PI = float(np.log(2 * np.pi))
 
@@ -50,6 +50,7 @@ def regression_outputs(y_true, y_mean, y_std, sample_weight=None):
             raise ValueError(f"sample_weight must have shape ({y.shape[0]},), got {w.shape}")
         if not np.isfinite(w).all() or (w < 0).any():
             raise ValueError("sample_weight must be finite and non-negative")
+        check_weight_sum(w)
     multi = y.ndim == 2
     y2, m2, s2 = (a.reshape(a.shape[0], -1) for a in (y, mean, std))
     outputs = []
@@ -198,11 +199,24 @@ def _abs_area(x, d):
     return float(np.sum(np.where(same, area, crossing)))
 
 
+#: the most coverage levels a curve takes (each costs a pass over the samples)
+MAX_LEVELS = 10_000
+
+
+def check_levels(n_levels):
+    """``ValueError`` unless ``n_levels`` is an integer from 2 to :data:`MAX_LEVELS`."""
+    if (isinstance(n_levels, bool) or not isinstance(n_levels, (int, np.integer))
+            or not 2 <= n_levels <= MAX_LEVELS):
+        raise ValueError(f"n_levels must be an integer from 2 to {MAX_LEVELS}, got "
+                         f"{n_levels!r}")
+    return int(n_levels)
+
+
 def coverage_curve(y, mean, std, sample_weight=None, n_levels=100):
     """Expected (``np.linspace(0, 1, n_levels)``) and observed proportions of ``y`` inside the
     central intervals of N(mean, std^2) at those levels, and the area between the two curves,
     for one output."""
-    expected = np.linspace(0.0, 1.0, int(n_levels))
+    expected = np.linspace(0.0, 1.0, check_levels(n_levels))
     observed = np.average(_inside(y, mean, std, expected), axis=0, weights=sample_weight)
     return expected, observed, _abs_area(expected, observed - expected)
 
@@ -222,6 +236,7 @@ def miscalibration_area(y_true, y_mean, y_std, *, n_levels=100, sample_weight=No
     ----------
     y_true, y_mean, y_std : array-like of shape (n,) or (n, n_outputs)
     n_levels : int, default=100
+        Levels on the curve, 2 to 10,000.
     sample_weight : array-like of shape (n,), optional
     multioutput : {'uniform_average', 'raw_values'} or array-like of output weights
 
@@ -241,8 +256,6 @@ def miscalibration_area(y_true, y_mean, y_std, *, n_levels=100, sample_weight=No
     >>> miscalibration_area(y, zero, 0.5 * one) > 0.1    # half the true spread
     True
     """
-    if isinstance(n_levels, bool) or not isinstance(n_levels, (int, np.integer)) or n_levels < 2:
-        raise ValueError(f"n_levels must be an integer >= 2, got {n_levels!r}")
-
+    check_levels(n_levels)
     return _per_output(lambda y, m, s, w: coverage_curve(y, m, s, w, n_levels)[2],
                        y_true, y_mean, y_std, sample_weight, multioutput)

@@ -3,7 +3,7 @@ Display pattern."""
 
 import numpy as np
 
-from ._regression import coverage_curve, regression_outputs
+from ._regression import check_levels, coverage_curve, regression_outputs
 
 
 class RegressionCalibrationDisplay:
@@ -100,6 +100,7 @@ class RegressionCalibrationDisplay:
         -------
         RegressionCalibrationDisplay
         """
+        check_levels(n_levels)
         outputs, _ = regression_outputs(y_true, y_mean, y_std, sample_weight)
         if any(o is None for o in outputs):
             raise ValueError("every output needs observed values to draw its curve")

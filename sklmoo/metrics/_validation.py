@@ -214,6 +214,22 @@ def split_tasks(y_true, y_proba, labels=None, unknown="raise", keep=None):
                            keep=keep[t]) for t in range(n_tasks)], True
 
 
+#: the largest total weight the metrics accept: weighted sums of values up to a few hundred
+#: (a log-loss term, a squared residual) must stay finite in float64
+MAX_WEIGHT_SUM = 1e300
+
+
+def check_weight_sum(w, name="sample_weight"):
+    """``ValueError`` when the (finite, non-negative) weights ``w`` sum beyond
+    :data:`MAX_WEIGHT_SUM`: their weighted sums would overflow, and a metric would come out as
+    0 or NaN without a word."""
+    total = float(np.sum(w))
+    if not total <= MAX_WEIGHT_SUM:
+        raise ValueError(f"{name} sums to {total:.3g}, beyond what weighted sums in float64 "
+                         f"can take ({MAX_WEIGHT_SUM:g}): rescale the weights, e.g. "
+                         f"{name} / {name}.max() (a metric depends only on their ratios)")
+
+
 def check_sample_weight(sample_weight, n):
     """Validated weights; ``None`` (all samples count once) stays ``None``."""
     if sample_weight is None:
@@ -223,6 +239,7 @@ def check_sample_weight(sample_weight, n):
         raise ValueError(f"sample_weight must have shape ({n},), got {w.shape}")
     if not np.isfinite(w).all() or (w < 0).any() or not w.sum() > 0:
         raise ValueError("sample_weight must be finite, non-negative, with a positive sum")
+    check_weight_sum(w)
     return w
 
 
@@ -271,4 +288,5 @@ def aggregate(values, multitask, multioutput):
     if not np.isfinite(w).all() or (w < 0).any() or not w[present].sum() > 0:
         raise ValueError("multioutput weights must be finite, non-negative, with a positive sum "
                          "over the labelled tasks")
+    check_weight_sum(w, "multioutput")
     return float(np.average(values[present], weights=w[present]))

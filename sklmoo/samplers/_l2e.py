@@ -25,6 +25,16 @@ _LAYERS = ("linear_0", "linear_1", "linear_2")
 OUTPUT_SCALE = 1e-3
 
 
+def _card_value(value):
+    """A card entry JSON does not know: numpy scalars and arrays as Python numbers and lists
+    (a ``TypeError`` naming the type otherwise)."""
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    raise TypeError(f"the card holds a {type(value).__name__}, which a JSON card cannot hold")
+
+
 class MetaSampler(nn.Module):
     """The L2E meta-model: a per-coordinate MLP 9 -> 32 -> 32 -> 2 (ReLU) whose outputs, times
     1e-3, are the kinetic-energy gradients :math:`\\alpha` (w.r.t. :math:`\\theta`) and
@@ -103,9 +113,11 @@ class MetaSampler(nn.Module):
         bad = [k for k, v in arrays.items() if not np.isfinite(v).all()]
         if bad:
             raise FloatingPointError(f"refusing to save non-finite meta-parameters {bad}")
-        # each file is replaced whole: an interrupted save leaves the previous version readable
+        # the card first: one that cannot be written must not leave new weights beside the old
+        # card; each file is replaced whole, so an interrupted save leaves the previous version
+        card = json.dumps(self.card, indent=1, sort_keys=True, default=_card_value)
         atomic_write(path, lambda f: np.savez(f, **arrays))
-        atomic_write_text(_card_path(path), json.dumps(self.card, indent=1, sort_keys=True))
+        atomic_write_text(_card_path(path), card)
         return path
 
     @classmethod

@@ -174,7 +174,7 @@ def min_norm_weights(gram):
     tensor([0.5000, 0.5000])
     """
     gram = _check_gram(gram)
-    gram = 0.5 * (gram + gram.transpose(-1, -2))
+    gram = 0.5 * gram + 0.5 * gram.transpose(-1, -2)      # no overflow near the float max
     k = gram.shape[-1]
     if k == 1:
         return torch.ones(gram.shape[:-1], dtype=gram.dtype, device=gram.device)
