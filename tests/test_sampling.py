@@ -205,3 +205,9 @@ def test_toy_targets_refuse_what_would_give_nan():
             zdt3_pareto_front(n)
     with pytest.raises(ValueError, match="finite"):
         zdt3_segment(np.array([np.nan]))
+
+
+@pytest.mark.parametrize("n_steps", [2.9, -1, "3", True])
+def test_sample_multi_target_names_a_non_integer_step_count(n_steps):
+    with pytest.raises(ValueError, match="n_steps must be an integer >= 0"):
+        sample_multi_target([lambda t: -(t ** 2).sum(-1)], torch.randn(4, 2), n_steps)

@@ -5,6 +5,7 @@ from typing import List
 
 import math
 
+import numpy as np
 import torch
 
 from ._optim import grad_like
@@ -194,9 +195,10 @@ def sample_multi_target(log_probs, init, n_steps, *, method="mtsgd", optimizer="
         raise ValueError("init must be a floating-point tensor of shape (M, d)")
     if not torch.isfinite(init).all():
         raise ValueError("init contains NaN or inf")
+    if (isinstance(n_steps, bool) or not isinstance(n_steps, (int, np.integer))
+            or n_steps < 0):
+        raise ValueError(f"n_steps must be an integer >= 0, got {n_steps!r}")
     n_steps = int(n_steps)
-    if n_steps < 0:
-        raise ValueError(f"n_steps must be >= 0, got {n_steps}")
     if isinstance(trace_every, bool) or not isinstance(trace_every, int) or trace_every < 1:
         raise ValueError(f"trace_every must be a positive integer, got {trace_every!r}")
     if not (isinstance(lr, (int, float)) and math.isfinite(lr) and lr > 0):
