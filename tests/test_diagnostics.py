@@ -104,3 +104,14 @@ def test_chains_frozen_at_different_values_have_infinite_rhat():
     same = np.broadcast_to(frozen[:1], frozen.shape)
     assert np.isnan(rhat(same[:, :, 0, 0]))
     assert function_space_diagnostics(same)["rhat"] == 1.0
+
+
+@pytest.mark.parametrize("shape, match", [((0, 8, 3), "at least one chain and one quantity"),
+                                          ((2, 8, 0), "at least one chain and one quantity"),
+                                          ((2, 2, 3), "at least 4 draws per chain")])
+def test_degenerate_draws_are_named(shape, match):
+    for diagnostic in (rhat, ess_bulk):
+        with pytest.raises(ValueError, match=match):
+            diagnostic(np.zeros(shape))
+    with pytest.raises(ValueError, match="real numbers"):
+        rhat(np.ones((2, 8, 3)) * (1 + 1j))

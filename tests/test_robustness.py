@@ -180,3 +180,13 @@ def test_multitask_parameters_are_validated_before_any_epoch(digits, params, mat
     assert not clf.__sklearn_is_fitted__()
 
 
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    ({"n_samples": 10, "test_fraction": 0.001, "subset": "test"}, "no source digit in the 'test'"),
+    ({"n_samples": 10, "test_fraction": 0.999}, "no source digit in the 'train'"),
+    ({"n_samples": 2.7}, "n_samples must be an integer >= 1, got 2.7"),
+])
+def test_multi_digits_names_an_empty_pool_and_a_fractional_size(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        make_multi_digits(**kwargs)

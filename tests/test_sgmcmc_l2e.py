@@ -402,3 +402,25 @@ def test_meta_sampler_file_errors_name_the_problem(tmp_path):
         MetaSampler.load(tmp_path / "text.npz")
     with pytest.raises(FileNotFoundError, match="no meta-sampler file"):
         MetaSampler.load(tmp_path / "absent.npz")
+
+
+def test_meta_training_helpers_name_degenerate_sizes():
+    from sklmoo.meta import digits_task, synthetic_task
+
+    task = synthetic_task(np.random.default_rng(0), max_train=32, n_val=16)
+    meta = MetaSampler()
+    weights = {k: v.detach()[None] for k, v in meta.weights().items()}
+    for kwargs, match in (({"n_steps": 0}, "n_steps must be a positive integer"),
+                          ({"n_samples": 0}, "n_samples must be a positive integer")):
+        args = {"n_steps": 3, **kwargs}
+        with pytest.raises(ValueError, match=match):
+            run_chains(task, make_l2e(weights, task), 1, args.pop("n_steps"), **args)
+    with pytest.raises(ValueError, match="at least one sample"):
+        bma_meta_loss(torch.zeros(2, 0, 5))
+    with pytest.raises(ValueError, match="n_val=5000 leaves no training rows"):
+        digits_task(np.random.default_rng(0), n_val=5000)
+    for kwargs, match in (({"p_digits": -1}, "p_digits must be a probability"),
+                          ({"p_digits": float("nan")}, "p_digits"),
+                          ({"n_val": 0}, "n_val must be a positive integer")):
+        with pytest.raises(ValueError, match=match):
+            TaskDistribution(**kwargs)

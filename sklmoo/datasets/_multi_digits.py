@@ -74,12 +74,15 @@ def make_multi_digits(n_samples=2000, *, subset="train", canvas_size=12, test_fr
         raise ValueError(f"canvas_size must be between 8 and 16, got {canvas_size}")
     if not 0 < test_fraction < 1:
         raise ValueError(f"test_fraction must be in (0, 1), got {test_fraction}")
-    if int(n_samples) < 1:
-        raise ValueError(f"n_samples must be >= 1, got {n_samples}")
+    if isinstance(n_samples, bool) or not isinstance(n_samples, (int, np.integer)) or n_samples < 1:
+        raise ValueError(f"n_samples must be an integer >= 1, got {n_samples!r}")
     digits = load_digits()
     train_pool, test_pool = _source_split(len(digits.target), test_fraction, split_seed,
                                           digits.target)
     pool = train_pool if subset == "train" else test_pool
+    if len(pool) == 0:
+        raise ValueError(f"test_fraction={test_fraction} leaves no source digit in the "
+                         f"{subset!r} pool: choose it further from 0 and 1")
     rng = check_random_state(random_state)
     src = np.column_stack([rng.choice(pool, n_samples), rng.choice(pool, n_samples)])
     s = int(canvas_size)

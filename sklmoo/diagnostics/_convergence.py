@@ -7,9 +7,14 @@ from ..metrics import pairwise_kl_diversity
 
 
 def _check_draws(draws, min_draws=4):
+    if np.iscomplexobj(draws):
+        raise ValueError("draws must be real numbers, got complex values")
     x = np.asarray(draws, dtype=np.float64)
     if x.ndim < 2:
         raise ValueError(f"draws must be (n_chains, n_draws, ...), got shape {x.shape}")
+    if x.shape[0] < 1 or 0 in x.shape[2:]:
+        raise ValueError(f"draws must hold at least one chain and one quantity, got shape "
+                         f"{x.shape}")
     if x.shape[1] < min_draws:
         raise ValueError(f"need at least {min_draws} draws per chain to split the chains, got "
                          f"{x.shape[1]}")

@@ -27,9 +27,10 @@ def run_chains(task, sampler, n_chains, n_steps, *, batch_size=128, n_samples=10
 
     Returns
     -------
-    log_probs : Tensor (n_chains, n_samples, n_val), or (..., n_classes) with ``full=True``
-        Log-probability of each validation label (or of every class) under each collected
-        sample (thinned from the end of the run); NaN/inf when a chain diverged.
+    log_probs : Tensor (n_chains, S, n_val), or (..., n_classes) with ``full=True``
+        Log-probability of each validation label (or of every class) under each of the
+        S = min(n_samples, n_steps) collected samples (thinned from the end of the run); NaN
+        for a chain whose gradient stopped being finite (it is taken out of the run).
 
     Examples
     --------
@@ -44,6 +45,9 @@ def run_chains(task, sampler, n_chains, n_steps, *, batch_size=128, n_samples=10
     >>> logp.shape                                     # (chains, samples, validation points)
     torch.Size([2, 3, 32])
     """
+    for name, value in (("n_chains", n_chains), ("n_steps", n_steps), ("n_samples", n_samples)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name} must be a positive integer, got {value!r}")
     if init_seed is None:
         model = task.make_model()
     else:
@@ -119,6 +123,9 @@ def bma_meta_loss(log_probs):
     True
     """
     k = log_probs.shape[1]
+    if log_probs.ndim != 3 or k == 0 or log_probs.shape[2] == 0:
+        raise ValueError(f"log_probs must be (chains, samples, labels) with at least one sample "
+                         f"and one label, got shape {tuple(log_probs.shape)}")
     return _inf_if_diverged(-(torch.logsumexp(log_probs, dim=1) - math.log(k)).mean(dim=1))
 
 

@@ -111,6 +111,9 @@ def digits_task(rng, max_train=512, n_val=256):
         X = X.reshape(-1, 4, 2, 4, 2).mean(axis=(2, 4))
     X = (X - X.mean()) / (X.std() + 1e-6)
     n_train = min(max_train, len(y) - n_val)
+    if n_train < 1:
+        raise ValueError(f"n_val={n_val} leaves no training rows in a digits task of "
+                         f"{len(y)} rows ({k} classes): lower n_val")
     Xtr, ytr, Xva, yva = _split(X.reshape(len(y), -1), y, n_train, min(n_val, len(y) // 3), rng)
     residual = bool(rng.integers(2))
     if size == 8 and rng.random() < 0.4:
@@ -163,6 +166,12 @@ class TaskDistribution:
     """
 
     def __init__(self, p_digits=0.7, max_train=512, n_val=256):
+        if isinstance(p_digits, bool) or not (isinstance(p_digits, (int, float, np.floating))
+                                              and 0.0 <= p_digits <= 1.0):
+            raise ValueError(f"p_digits must be a probability in [0, 1], got {p_digits!r}")
+        for name, value in (("max_train", max_train), ("n_val", n_val)):
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+                raise ValueError(f"{name} must be a positive integer, got {value!r}")
         self.p_digits = p_digits
         self.max_train = max_train
         self.n_val = n_val
