@@ -174,7 +174,7 @@ def test_degenerate_arguments_exit_2(tmp_path, capsys, extra, match):
 
 @pytest.mark.parametrize("seed", [-1, 1.5, 2 ** 64, True, "3"])
 def test_meta_trainer_names_a_bad_seed(seed):
-    with pytest.raises(ValueError, match="seed must be an integer from 0 to 2\*\*63 - 1"):
+    with pytest.raises(ValueError, match=r"seed must be an integer from 0 to 2\*\*63 - 1"):
         MetaTrainer(inner_steps=2, n_pairs=1, seed=seed)
     # a numpy integer is a seed like any other
     assert MetaTrainer(inner_steps=2, n_pairs=1, seed=np.int64(3)).config["seed"] == 3

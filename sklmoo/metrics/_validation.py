@@ -223,7 +223,8 @@ def check_weight_sum(w, name="sample_weight"):
     """``ValueError`` when the (finite, non-negative) weights ``w`` sum beyond
     :data:`MAX_WEIGHT_SUM`: their weighted sums would overflow, and a metric would come out as
     0 or NaN without a word."""
-    total = float(np.sum(w))
+    with np.errstate(over="ignore"):               # the overflow is what this reports
+        total = float(np.sum(w))
     if not total <= MAX_WEIGHT_SUM:
         raise ValueError(f"{name} sums to {total:.3g}, beyond what weighted sums in float64 "
                          f"can take ({MAX_WEIGHT_SUM:g}): rescale the weights, e.g. "
@@ -237,7 +238,7 @@ def check_sample_weight(sample_weight, n):
     w = np.asarray(sample_weight, dtype=np.float64)
     if w.shape != (n,):
         raise ValueError(f"sample_weight must have shape ({n},), got {w.shape}")
-    if not np.isfinite(w).all() or (w < 0).any() or not w.sum() > 0:
+    if not np.isfinite(w).all() or (w < 0).any() or not (w > 0).any():
         raise ValueError("sample_weight must be finite, non-negative, with a positive sum")
     check_weight_sum(w)
     return w
@@ -285,7 +286,7 @@ def aggregate(values, multitask, multioutput):
     w = np.asarray(multioutput, dtype=np.float64)
     if w.shape != values.shape:
         raise ValueError(f"multioutput weights must have shape {values.shape}, got {w.shape}")
-    if not np.isfinite(w).all() or (w < 0).any() or not w[present].sum() > 0:
+    if not np.isfinite(w).all() or (w < 0).any() or not (w[present] > 0).any():
         raise ValueError("multioutput weights must be finite, non-negative, with a positive sum "
                          "over the labelled tasks")
     check_weight_sum(w, "multioutput")
