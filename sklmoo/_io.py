@@ -20,28 +20,43 @@ def _temporary(path):
 
 @contextlib.contextmanager
 def atomic_files(paths):
-    """Write several files atomically through code that takes paths: yields a dict of
-    temporaries (same keys, each in its file's directory); when the block ends without an
-    error each is synced to disk and renamed over its path, one after the other, otherwise they
-    are removed and every path keeps its previous version.
+    """Write several files atomically through code that takes paths: yields a dict of the
+    paths to write to -- a temporary in the file's directory for each regular file (or new
+    one), the path itself for anything else (``os.devnull``, a pipe) -- with the same keys;
+    when the block ends without an error each temporary that was written is synced to disk and
+    renamed over its file (a symbolic link's target, not the link), one after the other;
+    otherwise they are removed and the files keep their previous versions. A temporary the
+    block did not write leaves its file alone.
 
     Parameters
     ----------
     paths : dict of str or Path
-        Each file's final path; its directory must exist (``FileNotFoundError`` naming it).
+        Each file's final path: distinct files, none a directory, each in an existing
+        directory (``ValueError`` / ``IsADirectoryError`` / ``FileNotFoundError`` naming it,
+        before anything is written).
     """
-    paths = {key: pathlib.Path(path) for key, path in paths.items()}
-    for path in paths.values():
+    targets, seen = {}, {}
+    for key, given in paths.items():
+        path = pathlib.Path(os.path.realpath(given))          # a link's target is replaced
+        if path.is_dir():
+            raise IsADirectoryError(f"cannot write {str(given)!r}: it is a directory")
         if not path.parent.is_dir():
-            raise FileNotFoundError(f"cannot write {str(path)!r}: the directory "
+            raise FileNotFoundError(f"cannot write {str(given)!r}: the directory "
                                     f"{str(path.parent)!r} does not exist")
-    temporaries = {key: _temporary(path) for key, path in paths.items()}
+        if path in seen:
+            raise ValueError(f"{seen[path]} and {key} name the same file {str(given)!r}")
+        seen[path] = key
+        targets[key] = path
+    temporaries = {key: _temporary(path) for key, path in targets.items()
+                   if path.is_file() or not path.exists()}
     try:
-        yield {key: str(tmp) for key, tmp in temporaries.items()}
-        for key, path in paths.items():
-            with open(temporaries[key], "rb") as f:
+        yield {key: str(temporaries.get(key, path)) for key, path in targets.items()}
+        for key, tmp in temporaries.items():
+            if not tmp.exists():
+                continue
+            with open(tmp, "rb") as f:
                 os.fsync(f.fileno())
-            os.replace(temporaries[key], path)
+            os.replace(tmp, targets[key])
     finally:
         for tmp in temporaries.values():
             if tmp.exists():

@@ -244,6 +244,8 @@ def main(argv=None):
     out = pathlib.Path(args.out)
     if out.suffix.lower() != ".png":
         parser.error(f"--out must name a .png file, got {args.out!r}")
+    if out.is_dir():
+        parser.error(f"--out {args.out!r} is a directory: name a .png file")
     if not out.parent.is_dir():
         parser.error(f"--out {args.out!r}: the directory {str(out.parent)!r} does not exist")
     torch.set_num_threads(max(1, torch.get_num_threads()))

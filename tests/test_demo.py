@@ -32,12 +32,14 @@ def demo_run(monkeypatch, tmp_path, capsys):
 
 
 @pytest.mark.parametrize("out, match", [("figure.txt", "must name a .png file"),
-                                        ("missing/figure.png", "does not exist")])
+                                        ("missing/figure.png", "does not exist"),
+                                        ("folder.png", "is a directory")])
 def test_an_unusable_out_is_refused_before_any_fit(monkeypatch, tmp_path, capsys, out, match):
     def no_fit(**kwargs):
         raise AssertionError("fitted before checking --out")
 
     monkeypatch.setattr(demo, "multi_digits_comparison", no_fit)
+    (tmp_path / "folder.png").mkdir()
     with pytest.raises(SystemExit) as exc:
         demo.main(["--quiet", "--out", str(tmp_path / out)])
     assert exc.value.code == 2 and match in capsys.readouterr().err

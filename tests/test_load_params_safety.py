@@ -7,6 +7,8 @@ leaves the estimator exactly as it was."""
 import copy
 import io
 import json
+import os
+import pathlib
 import pickle
 import shutil
 import warnings
@@ -323,7 +325,25 @@ def test_saving_writes_paths_and_file_objects_and_names_a_missing_directory(fitt
     assert buffer.getvalue()[:2] == b"PK" and json.loads((tmp_path / "h.json").read_text())
     with pytest.raises(FileNotFoundError, match="directory .*nowhere.* does not exist"):
         est.save_params(f_params=tmp_path / "nowhere" / "p.pt")
+    # nothing is written when one path cannot be: a directory, the same file twice
+    est.save_params(f_params=tmp_path / "p.pt")
+    before = (tmp_path / "p.pt").read_bytes()
+    (tmp_path / "adir").mkdir()
+    with pytest.raises(IsADirectoryError, match="adir.*is a directory"):
+        est.save_params(f_params=tmp_path / "p.pt", f_optimizer=tmp_path / "adir")
+    with pytest.raises(ValueError, match="f_params and f_criterion name the same file"):
+        est.save_params(f_params=tmp_path / "p.pt", f_criterion=str(tmp_path / "p.pt"))
+    assert (tmp_path / "p.pt").read_bytes() == before
+    # a symbolic link: its target gets the new file, the link stays a link
+    (tmp_path / "link.pt").symlink_to(tmp_path / "p.pt")
+    est.save_params(f_params=tmp_path / "link.pt", f_history=os.devnull)
+    assert (tmp_path / "link.pt").is_symlink() and os.path.exists(os.devnull)
+    # a file skorch does not write from save_params (f_pickle) leaves the others saved
+    est.save_params(f_params=tmp_path / "q.pt", f_pickle=tmp_path / "x.pkl")
+    assert (tmp_path / "q.pt").exists() and not (tmp_path / "x.pkl").exists()
+    assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
     # skorch's Checkpoint saves through save_params
     Checkpoint(dirname=str(tmp_path / "ck"), f_optimizer=None, f_criterion=None,
                event_name=None, f_history="h.json").initialize().save_model(est)
     assert sorted(p.name for p in (tmp_path / "ck").iterdir()) == ["h.json", "params.pt"]
+    assert not (pathlib.Path(os.devnull).is_file())

@@ -241,7 +241,7 @@ def test_a_diverging_step_writes_nothing_and_keeps_the_last_checkpoint(tmp_path,
 
     monkeypatch.setattr(MetaTrainer, "outer_step", diverging)
     with pytest.raises(SystemExit, match="diverged at outer step 3.*holds outer step 2, the "
-                                         "last finite one"):
+                                         "last finite one.*replay the same draws"):
         main(["--out", str(out), *TINY, "--resume"])
     assert (out / "checkpoint.pt").read_bytes() == before
 
@@ -265,3 +265,23 @@ def test_a_diverging_step_saves_the_last_finite_one_not_yet_written(tmp_path, mo
     assert torch.load(out / "checkpoint.pt", weights_only=True)["step"] == 2
     monkeypatch.undo()
     assert main(["--out", str(out), *TINY, "--checkpoint-every", "10", "--resume"]).step == 4
+
+
+def test_every_pair_diverging_saves_the_last_finite_step(tmp_path, monkeypatch):
+    """When every antithetic pair's inner chains diverge there is no meta-gradient: the run
+    stops with the last finite step written, not a traceback that loses it."""
+    import sklmoo.meta._train as train
+
+    out = tmp_path / "run"
+    real, calls = train.chain_group_losses, []
+
+    def diverging(*args):
+        calls.append(1)
+        losses = real(*args)
+        return losses if len(calls) <= 2 else torch.full_like(losses, float("inf"))
+
+    monkeypatch.setattr(train, "chain_group_losses", diverging)
+    with pytest.raises(SystemExit, match="diverged at outer step 3: every antithetic pair.*"
+                                         "holds outer step 2.*new run"):
+        main(["--out", str(out), *TINY, "--checkpoint-every", "10"])
+    assert torch.load(out / "checkpoint.pt", weights_only=True)["step"] == 2

@@ -211,3 +211,11 @@ def test_toy_targets_refuse_what_would_give_nan():
 def test_sample_multi_target_names_a_non_integer_step_count(n_steps):
     with pytest.raises(ValueError, match="n_steps must be an integer >= 0"):
         sample_multi_target([lambda t: -(t ** 2).sum(-1)], torch.randn(4, 2), n_steps)
+
+
+def test_a_mixture_of_one_component_takes_scalar_weights():
+    from sklmoo.datasets import GaussianMixture
+
+    p = GaussianMixture(1.0, [0.0, 0.0], 1.0)
+    expected = -np.log(2 * np.pi)                       # N(0, I) in 2-D at the origin
+    assert float(p(torch.zeros(1, 2))[0]) == pytest.approx(expected, rel=1e-6)

@@ -424,3 +424,9 @@ def test_meta_training_helpers_name_degenerate_sizes():
                           ({"n_val": 0}, "n_val must be a positive integer")):
         with pytest.raises(ValueError, match=match):
             TaskDistribution(**kwargs)
+
+
+def test_task_distribution_refuses_an_n_val_that_empties_a_digits_task():
+    with pytest.raises(ValueError, match="smallest digits task"):
+        TaskDistribution(n_val=400)
+    TaskDistribution(n_val=400, p_digits=0.0)         # synthetic tasks only: fine

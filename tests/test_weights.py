@@ -359,8 +359,12 @@ def test_weights_that_leave_one_class_name_the_task(table):
     with pytest.raises(ValueError, match=r"task 'task_1': every row of class\(es\) \[0, 2\]"):
         est.fit(X, np.column_stack([y, y]))
     # a partial_fit chunk may hold one class of the given ones, weighted or not
-    est = MAKERS["mtsgd"]().partial_fit(X[y == 1], y[y == 1], classes=[0, 1, 2])
-    assert est.__sklearn_is_fitted__()
+    for name in ("mtsgd", "l2e"):
+        est = MAKERS[name]().partial_fit(X[y == 1], y[y == 1], classes=[0, 1, 2])
+        assert est.__sklearn_is_fitted__()
+        est = MAKERS[name]().partial_fit(X, y, classes=[0, 1, 2],
+                                         sample_weight=(y == 1).astype(float))
+        assert est.__sklearn_is_fitted__()
 
 
 def test_one_dict_for_several_tasks_is_refused(table):

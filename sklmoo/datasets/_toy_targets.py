@@ -27,7 +27,7 @@ class GaussianMixture:
     """
 
     def __init__(self, weights, means, variances):
-        weights = np.asarray(weights, dtype=np.float64)
+        weights = np.atleast_1d(np.asarray(weights, dtype=np.float64))
         if not (np.isfinite(weights).all() and (weights >= 0).all() and weights.sum() > 0):
             raise ValueError(f"weights must be finite, non-negative, with a positive sum, got "
                              f"{weights.tolist()}")

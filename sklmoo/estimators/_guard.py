@@ -711,7 +711,10 @@ class SklmooNetMixin:
         -----
         Each file given as a path is written atomically: to a temporary in its directory,
         renamed over the path once complete, so a write that fails (a full disk, an
-        interruption) leaves the previous file in place. A file object is written as it is.
+        interruption) leaves the previous file in place (a symbolic link's target is
+        replaced; a device such as ``os.devnull`` is written directly). A path that is a
+        directory, or one file named twice, is refused before anything is written. A file
+        object is written as it is.
         """
         files = dict(kwargs, f_params=f_params, f_optimizer=f_optimizer,
                      f_criterion=f_criterion, f_history=f_history)

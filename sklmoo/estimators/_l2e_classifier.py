@@ -438,7 +438,9 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
             X = self._validate_X(X, reset=True)
             codes, self.classes_ = self._encode_y(y, X.shape[0], classes=classes)
             weight = self._row_weights(codes, sample_weight)
-            check_weighted_classes(codes, weight, [self.classes_])
+            if classes is None:
+                # with the classes given (partial_fit), a chunk may hold or weigh one of them
+                check_weighted_classes(codes, weight, [self.classes_])
         if not (weight > 0).all():
             # a zero weight removes a row
             X, codes, weight = (take_rows(X, weight > 0), codes[weight > 0],

@@ -198,7 +198,9 @@ class MTSGDNetBase(SklmooNetMixin, NeuralNet):
         else:
             X, targets = self._prepare(X, y, classes=classes, sample_weight=sample_weight)
             weight = self._row_weights(targets, sample_weight)
-            self._check_fit_weights(targets, weight)
+            if classes is None:
+                # with the classes given, a chunk may hold (or weigh) one class of them
+                self._check_fit_weights(targets, weight)
             self.initialize()
         return self._fit_epochs(X, targets, weight, fit_params)
 

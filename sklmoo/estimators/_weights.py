@@ -63,7 +63,8 @@ def check_weighted_classes(codes, weight, classes, task_names=None):
     integer labels (-1: missing), ``weight`` (n, T) or (n,), ``classes`` one array per task.
     A task whose every row has a zero weight is switched off (its head is not trained, its
     temperature stays 1); labels with fewer than two classes to begin with are left to the
-    label check (a chunk of ``partial_fit`` may hold one)."""
+    label check. Not called for ``partial_fit`` with ``classes`` given, whose chunks may hold
+    or weigh one class."""
     codes = np.asarray(codes).reshape(len(codes), -1)
     weight = np.asarray(weight).reshape(len(codes), -1)
     for t in range(codes.shape[1]):

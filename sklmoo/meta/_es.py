@@ -48,8 +48,9 @@ def antithetic_es_gradient(loss_fn, phi, *, sigma=0.01, n_pairs=4, generator=Non
     >>> torch.allclose(g, 2 * phi, atol=0.3)  # Monte-Carlo error ~0.07 per component
     True
     """
-    if isinstance(n_pairs, bool) or not isinstance(n_pairs, int) or n_pairs < 1:
+    if isinstance(n_pairs, bool) or not isinstance(n_pairs, numbers.Integral) or n_pairs < 1:
         raise ValueError(f"n_pairs must be a positive integer, got {n_pairs!r}")
+    n_pairs = int(n_pairs)
     if (isinstance(sigma, bool) or not isinstance(sigma, numbers.Real)
             or not (math.isfinite(sigma) and sigma > 0)):
         raise ValueError(f"sigma must be a finite positive number, got {sigma!r}")

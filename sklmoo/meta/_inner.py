@@ -2,6 +2,7 @@
 
 import math
 
+import numpy as np
 import torch
 from torch.func import functional_call, vmap
 
@@ -46,8 +47,9 @@ def run_chains(task, sampler, n_chains, n_steps, *, batch_size=128, n_samples=10
     torch.Size([2, 3, 32])
     """
     for name, value in (("n_chains", n_chains), ("n_steps", n_steps), ("n_samples", n_samples)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
             raise ValueError(f"{name} must be a positive integer, got {value!r}")
+    n_chains, n_steps, n_samples = int(n_chains), int(n_steps), int(n_samples)
     if init_seed is None:
         model = task.make_model()
     else:

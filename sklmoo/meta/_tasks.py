@@ -172,6 +172,13 @@ class TaskDistribution:
         for name, value in (("max_train", max_train), ("n_val", n_val)):
             if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
                 raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        if p_digits > 0:
+            # the smallest digits task has two classes: n_val must leave it training rows
+            smallest = int(np.sort(np.bincount(_digits()[1]))[:2].sum())
+            if n_val >= smallest:
+                raise ValueError(f"n_val={n_val} leaves no training rows in the smallest digits "
+                                 f"task ({smallest} rows, two classes): lower n_val or set "
+                                 "p_digits=0")
         self.p_digits = p_digits
         self.max_train = max_train
         self.n_val = n_val

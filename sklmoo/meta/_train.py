@@ -586,18 +586,23 @@ def _train(parser, args, argv, out, client, tqdm):
     bar = tqdm(total=args.outer_steps, initial=trainer.step, desc="meta-training")
     try:
         while trainer.step < args.outer_steps:
-            step, loss, name = trainer.outer_step()
-            if not torch.isfinite(trainer.phi).all():
+            try:
+                step, loss, name = trainer.outer_step()
+                why = (None if torch.isfinite(trainer.phi).all()
+                       else "the meta-parameters are not finite")
+            except FloatingPointError as exc:      # every antithetic pair's inner chains diverged
+                step, why = trainer.step + 1, str(exc)
+            if why is not None:
                 # nothing of this step is written; the last finite one is (with
                 # --checkpoint-every above 1 it may not have been yet)
                 bar.close()
                 if last[0]["step"] != written:
                     _write_outputs(out, *last)
-                raise SystemExit(f"meta-training diverged at outer step {step}: the "
-                                 f"meta-parameters are not finite; {out} holds outer step "
-                                 f"{last[0]['step']}, the last finite one (--resume continues "
-                                 "it with the same settings; for a lower --lr or --sigma, "
-                                 "start a new run in another directory)")
+                raise SystemExit(f"meta-training diverged at outer step {step}: {why}; {out} "
+                                 f"holds outer step {last[0]['step']}, the last finite one. "
+                                 "--resume would replay the same draws with the same settings: "
+                                 "start a new run (another directory) with a lower --lr, "
+                                 "--sigma or --step-size")
             last = snapshot()
             bar.update(1)
             bar.set_postfix(meta_loss=f"{loss:.3f}", task=name[:24])
