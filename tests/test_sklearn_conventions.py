@@ -96,3 +96,34 @@ def test_init_sets_parameters_only(name):
     check_no_attributes_set_in_init(name, est)
     assert est.history_ is None and est.initialized_ is False and est.virtual_params_ == {}
     assert CLASSES[name]().virtual_params_ is not est.virtual_params_
+
+
+def test_a_module_instance_is_taken_as_skorch_takes_it():
+    """``module=MyNet()`` (an instance, as the docstrings allow) failed in __init__: the class
+    default of ``initialized_`` hid skorch's construction state from its attribute guard."""
+    import pickle
+
+    import torch.nn as nn
+    from sklearn.base import clone
+    from sklearn.datasets import load_wine
+    from sklearn.preprocessing import StandardScaler
+
+    from sklmoo import L2ESamplerClassifier, MTSGDMultiTaskClassifier, MTSGDRegressor
+
+    X, y = load_wine(return_X_y=True)
+    X = StandardScaler().fit_transform(X).astype(np.float32)
+
+    def trunk():
+        return nn.Sequential(nn.Linear(13, 16), nn.Tanh())
+
+    for est, target in ((MTSGDMultiTaskClassifier(trunk(), max_epochs=2, random_state=0), y),
+                        (MTSGDRegressor(trunk(), max_epochs=2, random_state=0), X[:, 0]),
+                        (L2ESamplerClassifier(nn.Sequential(nn.Linear(13, 8), nn.ReLU(),
+                                                            nn.Linear(8, 3)),
+                                              max_epochs=2, n_chains=2, random_state=0), y)):
+        assert "_constructing" not in vars(est)
+        est.fit(X, target)
+        again = clone(est).fit(X, target)
+        np.testing.assert_array_equal(est.predict(X), again.predict(X))
+        np.testing.assert_array_equal(pickle.loads(pickle.dumps(est)).predict(X),
+                                      est.predict(X))

@@ -59,10 +59,22 @@ class SklmooNetMixin:
     initialized_ = False
 
     def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
+        # skorch lets __init__ set torch components (a module instance: ``module=MyNet()``)
+        # while the net has no ``initialized_``; the class default above hides that state
+        self.__dict__["_constructing"] = True
+        try:
+            super().__init__(*args, **kwargs)
+        finally:
+            del self.__dict__["_constructing"]
         for name in ("history_", "initialized_"):
             if vars(self).get(name, None) is getattr(type(self), name):
                 del self.__dict__[name]
+
+    def __setattr__(self, name, attr):
+        if self.__dict__.get("_constructing"):
+            object.__setattr__(self, name, attr)       # skorch's own path while constructing
+        else:
+            super().__setattr__(name, attr)
 
     def __getstate__(self):
         state = super().__getstate__()

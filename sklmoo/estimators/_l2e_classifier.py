@@ -125,7 +125,9 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
         'l2e' (its meta-training value); :math:`0.1/\\epsilon` for 'sghmc' / 'csgmcmc'
         (momentum 0.9 per step at the peak step size).
     temperature : float, default=1.0
-        1 samples the Bayesian posterior; below 1 a "cold" posterior.
+        1 samples the Bayesian posterior; below 1 a "cold" posterior ('sghmc', 'csgmcmc').
+        'l2e' reads it through normalised features: it barely changes the draws
+        (:ref:`ug-l2e`).
     prior_precision : float, default=1.0
         Precision :math:`\\lambda` of the isotropic Gaussian prior on all weights (:math:`\\lambda
         / N` is the equivalent weight decay on the mean loss).
@@ -185,8 +187,8 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
         Draws per chain collected so far (set to the loaded draws by :meth:`load_params`).
     convergence_ : dict or None
         Function-space diagnostics of the chains on a probe of the training inputs, computed
-        at the end of ``fit``: ``'rhat'``, ``'ess_bulk'``, ``'diversity'`` (None with fewer
-        than 4 draws per chain) and ``'stuck_chains'``; None with fewer than 2 draws per chain
+        at the end of ``fit``: ``'rhat'``, ``'ess_bulk'`` and ``'diversity'`` (each None with
+        fewer than 4 draws per chain) and ``'stuck_chains'``; None with fewer than 2 draws per chain
         or after :meth:`load_params` (call :meth:`diagnose`). See
         :ref:`ug-chain-diagnostics`.
     temperature_ : float
@@ -891,5 +893,10 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
             rank-normalised split-R-hat over samples and classes; above 1.1 the chains disagree),
             ``'ess_bulk'`` (smallest bulk ESS), the per-output arrays, and ``'diversity'``
             (mean pairwise KL between the draws' predictions).
+
+        Raises
+        ------
+        ValueError
+            With fewer than 4 draws per chain (split-R-hat halves each chain).
         """
         return function_space_diagnostics(self._checked_draws(X))

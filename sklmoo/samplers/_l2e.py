@@ -483,6 +483,10 @@ class L2E:
     n_data : int
     friction : float, default=0.1
     temperature : float, default=1.0
+        Scales the momentum noise only. The position moves by the meta-network's output,
+        which reads the momentum through per-tensor normalised features, so the noise's scale
+        barely reaches the draws (unlike :class:`SGHMC`, whose position moves by the momentum
+        itself).
     weight_decay : float, default=0.0
         Adds ``weight_decay * theta`` to the gradient (the authors' ``0.5 wd ||theta||^2``).
     batch_dims : int, default=0
