@@ -414,6 +414,18 @@ def test_a_member_count_beyond_memory_is_refused_before_allocating(iris, name, p
     assert not est.__sklearn_is_fitted__()
 
 
+def test_an_adam_burn_in_of_no_epochs_is_warned_about(iris):
+    """csgmcmc burns in by its exploration phases (burn_in 0 by default): an explicit
+    burn_in_method='adam' would silently run no Adam step."""
+    X, y = iris
+    with pytest.warns(UserWarning, match=r"burn_in_method='adam' runs no Adam step.*the "
+                                         r"default for 'csgmcmc'.*pass burn_in=k"):
+        _l2e(sampler="csgmcmc", burn_in_method="adam", max_epochs=40).fit(X, y)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        _l2e(sampler="csgmcmc", burn_in_method="adam", burn_in=4, max_epochs=40).fit(X, y)
+
+
 def test_a_draw_count_beyond_memory_names_n_draws(iris):
     X, y = iris
     est = ESTIMATORS["l2e"](n_chains=2, n_draws=10 ** 9)

@@ -45,6 +45,9 @@ CLAIMS = [
      "tests/test_input_contracts.py::test_l2e_stuck_on_huge_features_names_their_scale"),
     ("docs/changelog.rst", r"a warmup_epochs that covers the whole fit is warned about",
      "tests/test_input_contracts.py::test_a_warm_up_longer_than_the_fit_is_warned_about"),
+    ("docs/changelog.rst", r"burn_in_method='adam' with a burn-in of no epochs \('csgmcmc''s "
+     r"default\) is warned about",
+     "tests/test_input_contracts.py::test_an_adam_burn_in_of_no_epochs_is_warned_about"),
     # the regressor gives no repulsion advice about networks a fit will ignore
     ("docs/changelog.rst", r"No warnings in the 45 fits \(networks that a fit will ignore no "
      r"longer produce repulsion advice\)",

@@ -467,6 +467,10 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
         self.optimizer_.param_groups[0]["sampler_step"] = 0
         self.burn_in_method_ = self._resolve_burn_in_method(n_train)
         burn = self._burn_in_epochs(continuing, steps_per_epoch)
+        if self.burn_in_method == "adam" and burn == 0 and not continuing:
+            why = f"the default for {self.sampler!r}" if self.burn_in is None else "burn_in=0"
+            self._warn(f"burn_in_method='adam' runs no Adam step in this fit: its burn-in is 0 "
+                       f"epochs ({why}); pass burn_in=k for k epochs of Adam before sampling")
         self._adaptive_burn_in = None
         if (self.burn_in_method_ == "adam" and burn > 0 and self.burn_in is None
                 and isinstance(self.max_epochs, str) and dataset_valid is not None):
