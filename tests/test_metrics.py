@@ -281,3 +281,16 @@ def test_ece_refuses_a_bin_count_that_is_not_a_positive_integer_or_too_large(n_b
 
     with pytest.raises(ValueError, match="n_bins.* (must be a positive integer|is more than)"):
         expected_calibration_error([0, 1], [[0.6, 0.4], [0.3, 0.7]], n_bins=n_bins)
+
+
+def test_entropy_decomposition_takes_half_precision_probabilities():
+    """float16 probabilities sum to 1 within a few of its eps (2.6e-4 here): accepted, as the
+    calibration metrics accept them, and decomposed as their float64 originals."""
+    from sklmoo.metrics import entropy_decomposition
+
+    p = np.random.default_rng(0).dirichlet(np.ones(10), size=(5, 200))
+    half = entropy_decomposition(p.astype(np.float16))
+    for a, b in zip(half, entropy_decomposition(p)):
+        np.testing.assert_allclose(a, b, atol=1e-3)
+    with pytest.raises(ValueError, match="sum to 1"):
+        entropy_decomposition((p * 1.1).astype(np.float16))
