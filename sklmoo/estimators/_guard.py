@@ -25,6 +25,17 @@ from ._weights import check_data_weight, normalised
 DIVERGENCE_FACTOR = 1e3
 #: a diverged fit on features beyond this magnitude names X's scale as the likely cause
 LARGE_FEATURE_MAGNITUDE = 1e3
+
+
+def scale_advice(X):
+    """What to tell a user whose fit failed or stalled when ``X`` holds values beyond
+    :data:`LARGE_FEATURE_MAGNITUDE` ("" otherwise): the networks expect features of order
+    one."""
+    magnitude = max_abs(X)
+    if magnitude <= LARGE_FEATURE_MAGNITUDE:
+        return ""
+    return (f"X holds values up to {magnitude:.3g} in magnitude: standardise the features "
+            "(e.g. StandardScaler in a pipeline)")
 #: optimizers that get torch's fused implementation by default (see get_params_for_optimizer)
 _FUSABLE = (torch.optim.Adam, torch.optim.AdamW)
 #: optimizers whose step needs no closure (train_step calls them without skorch's)
@@ -444,12 +455,10 @@ class SklmooNetMixin:
         try:
             NeuralNet.partial_fit(self, X, y, epochs=self.max_epochs_, **fit_params)
         except FloatingPointError as exc:
-            magnitude = max_abs(X)
-            if magnitude > LARGE_FEATURE_MAGNITUDE:
+            advice = scale_advice(X)
+            if advice:
                 # the likeliest cause, named: the networks expect features of order one
-                raise FloatingPointError(
-                    f"{exc}. X holds values up to {magnitude:.3g} in magnitude: standardise "
-                    "the features (e.g. StandardScaler in a pipeline)") from exc
+                raise FloatingPointError(f"{exc}. {advice}") from exc
             raise
         finally:
             self._fit_split = None

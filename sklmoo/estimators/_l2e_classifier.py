@@ -20,8 +20,8 @@ from ..metrics import entropy_decomposition
 from ..metrics._recalibration import apply_temperature, fit_temperature
 from ..nn import ChainEnsemble, TrunkClassifier, member_factory
 from ..samplers import SGMCMC_SAMPLERS, MetaSampler, SamplerOptimizer, make_sgmcmc
-from ._guard import LARGE_FEATURE_MAGNITUDE, SklmooNetMixin
-from ._rows import batch_targets, max_abs, take_rows
+from ._guard import SklmooNetMixin, scale_advice
+from ._rows import batch_targets, take_rows
 from ._validation import ValidationSplit
 from ._weights import check_sample_weight, check_weighted_classes, class_weights
 
@@ -617,10 +617,8 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
         if stuck:
             rhat = ("" if summary["rhat"] is None
                     else f", function-space R-hat {summary['rhat']:.3g}")
-            magnitude = max_abs(X)
-            scale = (f"; X holds values up to {magnitude:.3g} in magnitude: standardise the "
-                     "features (e.g. StandardScaler in a pipeline)"
-                     if magnitude > LARGE_FEATURE_MAGNITUDE else "")
+            advice = scale_advice(X)
+            scale = f"; {advice}" if advice else ""
             self._warn(f"chain(s) {stuck} are stuck: their draws barely differ on {len(probe)} "
                        f"training inputs while the chains disagree{rhat} (the sampler is not "
                        f"moving; raise step_size or check the data's scale){scale}; see "

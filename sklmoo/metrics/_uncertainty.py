@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from ._validation import _SUM_TOL
+from ._validation import row_sum_tolerance
 
 
 def check_member_proba(member_proba, min_members=1):
@@ -21,10 +21,7 @@ def check_member_proba(member_proba, min_members=1):
     if (p < -1e-12).any() or (p > 1 + 1e-12).any():
         raise ValueError("member_proba has values outside [0, 1]")
     deviation = np.abs(p.sum(axis=-1) - 1.0).max()
-    # probabilities rounded to a half-precision dtype sum to 1 within a few of its eps, as
-    # the calibration metrics allow
-    tol = max(_SUM_TOL, 32 * float(np.finfo(raw.dtype).eps)) if raw.dtype.kind == "f" else _SUM_TOL
-    if deviation > tol:
+    if deviation > row_sum_tolerance(raw.dtype):
         raise ValueError(f"member_proba rows must sum to 1 over classes (largest deviation "
                          f"{deviation:.3g})")
     return np.clip(p, 0.0, 1.0)

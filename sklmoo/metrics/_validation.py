@@ -31,13 +31,19 @@ def _binary_labels_from(y, task=None):
     )
 
 
+def row_sum_tolerance(dtype):
+    """How far from 1 a row of probabilities stored in ``dtype`` may sum: rounding each
+    probability to the dtype moves the row sum by about one eps, so float16 (eps ~1e-3) needs
+    a looser tolerance; 32 eps is scikit-learn's sqrt(eps) for float16 and far below
+    ``_SUM_TOL`` for float32 / float64."""
+    dtype = np.dtype(dtype)
+    return max(_SUM_TOL, 32 * float(np.finfo(dtype).eps)) if dtype.kind == "f" else _SUM_TOL
+
+
 def _check_proba_matrix(p, n_samples, task=None):
     where = "" if task is None else f" (task {task})"
     p = np.asarray(p)
-    # rounding each probability to the dtype moves the row sum by about one eps: float16
-    # (eps ~1e-3) needs a looser tolerance; 32 eps is scikit-learn's sqrt(eps) for float16
-    # and far below 1e-4 for float32 / float64
-    tol = max(_SUM_TOL, 32 * float(np.finfo(p.dtype).eps)) if p.dtype.kind == "f" else _SUM_TOL
+    tol = row_sum_tolerance(p.dtype)
     if p.dtype.kind not in "fiub" or p.dtype.itemsize < 4:
         p = p.astype(np.float64)            # float16 / int8 / bool: compute in float64
     if p.ndim != 2:
