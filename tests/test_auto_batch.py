@@ -87,7 +87,7 @@ def test_bad_batch_sizes_are_named():
 def test_large_tables_get_a_longer_early_stopping_budget():
     est = MTSGDMultiTaskClassifier()
     est._resolve_batch(128_000)                           # batches of 1024: 125 per epoch
-    assert est._resolve_epochs(128_000, early_stopping=True) == 500  # not 3 x 10 epochs
+    assert est._resolve_epochs(128_000, early_stopping=True) == 150  # not 3 x 10 epochs
     assert est._patience_epochs == 50                     # patience: a fifth, 10 epochs
     assert est._resolve_epochs(128_000, early_stopping=False) == 10  # no early stopping
     regressor = MTSGDRegressor()                          # its noisy validation loss: 100
@@ -95,7 +95,7 @@ def test_large_tables_get_a_longer_early_stopping_budget():
     assert regressor._resolve_epochs(128_000, early_stopping=True) == 100
     est._resolve_batch(9600)                              # batches of 512: 19 per epoch
     # ~1000 steps (53 epochs), then up to the bound while the validation loss improves
-    assert est._resolve_epochs(9600, early_stopping=True) == 500
+    assert est._resolve_epochs(9600, early_stopping=True) == 159
     assert est._patience_epochs == 53
     small = MTSGDMultiTaskClassifier()
     small._resolve_batch(5000)
@@ -133,3 +133,70 @@ def test_the_regressor_waits_30_epochs_on_small_tables_fewer_on_larger_ones():
     given = MTSGDRegressor(n_particles=2, max_epochs=1, random_state=0,
                            callbacks__early_stopping__patience=7).fit(X, y)
     assert dict(given.callbacks_)["early_stopping"].patience_ == 7
+
+
+def _ema_reference(trajectory, decay):
+    """The normalised exponentially weighted average of a list of parameter snapshots (the
+    last weighted 1, the one before ``decay``, ...), by numpy."""
+    weights = decay ** np.arange(len(trajectory))[::-1]
+    return [np.tensordot(weights / weights.sum(), np.stack([step[i] for step in trajectory]), 1)
+            for i in range(len(trajectory[0]))]
+
+
+class _Recorder:
+    """A callback that records every parameter after each training step."""
+
+    def __init__(self):
+        self.steps = []
+
+    def initialize(self):
+        return self
+
+    def __getattr__(self, name):
+        if name.startswith("on_"):
+            return lambda *a, **k: None
+        raise AttributeError(name)
+
+    def on_batch_end(self, net, training=False, **kwargs):
+        if training:
+            self.steps.append([p.detach().numpy().astype(np.float64).copy()
+                               for p in net.module_.parameters()])
+
+
+@pytest.mark.parametrize("make, target", [(MTSGDMultiTaskClassifier, 1), (MTSGDRegressor, 2)])
+def test_large_tables_keep_the_average_of_the_particles_steps(make, target):
+    # 'auto' batches on more than 8,192 rows: each epoch ends with the particles' weights
+    # averaged over the fit's steps (bias-corrected moving average, decay 0.99), the steps
+    # themselves exactly those of a fit without averaging
+    from skorch.callbacks import Callback
+
+    data = _large(n=9000)
+    X, y = data[0], data[target]
+
+    def fit(decay):
+        recorder = type("Recorder", (_Recorder, Callback), {})()
+        est = make(n_particles=2, max_epochs=2, train_split=None, random_state=0,
+                   callbacks=[("recorder", recorder)])
+        est._average_decay = decay
+        return est.fit(X, y), recorder.steps
+
+    averaged, steps = fit(0.99)
+    plain, plain_steps = fit(None)
+    assert averaged.batch_size_ == 256 and len(steps) == 2 * math.ceil(9000 / 256)
+    for a, b in zip(steps[-1], plain_steps[-1]):
+        np.testing.assert_allclose(a, b, rtol=0, atol=1e-6)
+    final = [p.detach().numpy() for p in averaged.module_.parameters()]
+    for got, want in zip(final, _ema_reference(steps, 0.99)):
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+    for got, want in zip((p.detach().numpy() for p in plain.module_.parameters()),
+                         plain_steps[-1]):
+        np.testing.assert_array_equal(got, want)
+    # the average differs from the last step, and a small table keeps its last step
+    assert max(np.abs(a - b).max() for a, b in zip(final, steps[-1])) > 1e-4
+    small, small_steps = make(n_particles=2, max_epochs=1, train_split=None,
+                              random_state=0), None
+    recorder = type("Recorder", (_Recorder, Callback), {})()
+    small.set_params(callbacks=[("recorder", recorder)]).fit(X[:3000], y[:3000])
+    for got, want in zip((p.detach().numpy() for p in small.module_.parameters()),
+                         recorder.steps[-1]):
+        np.testing.assert_array_equal(got, want)

@@ -430,3 +430,29 @@ def test_task_distribution_refuses_an_n_val_that_empties_a_digits_task():
     with pytest.raises(ValueError, match="smallest digits task"):
         TaskDistribution(n_val=400)
     TaskDistribution(n_val=400, p_digits=0.0)         # synthetic tasks only: fine
+
+
+@pytest.mark.parametrize("decay", [0.0, 0.5, 0.99])
+def test_parameter_average_is_the_normalised_exponential_average(decay):
+    from sklmoo.samplers import ParameterAverage
+
+    rng = np.random.default_rng(0)
+    values = rng.normal(size=(30, 4, 3))
+    p, q = torch.zeros(4, 3, dtype=torch.float64), torch.zeros(2, dtype=torch.float64)
+    average = ParameterAverage([p, q], decay)
+    for v in values:
+        p.copy_(torch.from_numpy(v))
+        q.add_(1.0)                                  # 1, 2, ..., 30
+        average.update()
+    weights = decay ** np.arange(len(values))[::-1]
+    weights = weights / weights.sum()
+    np.testing.assert_allclose(average.average[0].numpy(), np.tensordot(weights, values, 1),
+                               rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(average.average[1].numpy(), weights @ np.arange(1.0, 31.0))
+    last = p.clone()
+    average.swap()
+    np.testing.assert_allclose(p.numpy(), np.tensordot(weights, values, 1), atol=1e-12)
+    average.swap()
+    assert torch.equal(p, last)
+    with pytest.raises(ValueError, match="decay"):
+        ParameterAverage([p], 1.0)

@@ -122,16 +122,18 @@ class MTSGDMultiTaskClassifier(ClassifierMixin, MTSGDNetBase):
         Epochs per call to ``fit``. 'auto': about 1000 optimiser steps (10 to 500 epochs),
         extended to at most three times that (and 500 epochs) while early stopping sees the
         validation loss improve; with ``batch_size='auto'`` on more than 8,192 training rows,
-        up to 500 epochs with a patience of 10. ``max_epochs_`` holds the budget chosen. When
+        up to 150 epochs with a patience of 10. ``max_epochs_`` holds the budget chosen. When
         ``history[-1, 'best_epoch']`` is the last epoch, the budget ended the fit: pass a
         larger integer.
     batch_size : int or 'auto', default='auto'
         Rows per mini-batch (-1: all). 'auto': 64 up to 8,192 training rows; above, about a
         25th of them, a power of two of at most 1,024 (``batch_size_``), with ``lr`` scaled
         by the square root of the batch's size over 64 (``lr`` is the rate at 64 rows).
-        The validation passes of a fit take batches of eight times as many rows (at most
-        4,096, never fewer than a training batch) unless ``iterator_valid__batch_size`` is
-        given.
+        With 'auto' above 8,192 rows, the validation passes and the fitted model use the
+        particles' weights averaged over the fit's steps (moving average, decay 0.99);
+        training continues from the last step (:ref:`ug-scale`). The validation passes of
+        a fit take batches of eight times as many rows (at most 4,096, never fewer than a
+        training batch) unless ``iterator_valid__batch_size`` is given.
     train_split : callable or None, default=ValidationSplit()
         The internal validation split: by default 20 % of up to 10,000 rows, 2,000 rows up
         to 20,000 and 10 % above (at least 5, none when fewer than 10 would

@@ -150,8 +150,11 @@ class MTSGDRegressor(RegressorMixin, MTSGDNetBase):
         Rows per mini-batch (-1: all). 'auto': 64 up to 8,192 training rows; above, about a
         25th of them, a power of two of at most 1,024 (``batch_size_``), at the ``lr``
         given (the classifier scales its rate with the batch; the regressor's is already
-        at the edge of stability there). The validation passes of a fit take batches of
-        eight times as many rows (at most 4,096, never fewer than a training batch) unless
+        at the edge of stability there). With 'auto' above 8,192 rows, the validation
+        passes and the fitted model use the particles' weights averaged over the fit's
+        steps (moving average, decay 0.99); training continues from the last step
+        (:ref:`ug-scale`). The validation passes of a fit take batches of eight times as
+        many rows (at most 4,096, never fewer than a training batch) unless
         ``iterator_valid__batch_size`` is given.
     train_split : callable or None, default=ValidationSplit(fraction=0.2)
         20 % of the rows at any size (the classifiers hold out less of a large table: the

@@ -188,3 +188,62 @@ class SamplerOptimizer(torch.optim.Optimizer):
         super().load_state_dict(state_dict)
         if gen is not None:
             self.generator.set_state(gen.cpu() if self.generator.device.type == "cpu" else gen)
+
+
+class ParameterAverage:
+    """An exponential moving average of tensors that an optimiser moves (Polyak averaging), to
+    evaluate and keep the averaged values instead of the last iterate.
+
+    After ``k`` calls of :meth:`update` the average is the values seen at those calls weighted
+    by ``decay ** (k - i)`` (call ``i``), normalised: the bias-corrected moving average of Adam's
+    moments, so that a short run is not averaged towards the tensors' starting values (the
+    average starts at the first update). :meth:`swap` exchanges the tensors' values with the
+    averages' in place (the optimiser keeps its parameters and its state).
+
+    Parameters
+    ----------
+    tensors : list of Tensor
+        The tensors averaged (their values at construction start the average).
+    decay : float
+        In [0, 1): the weight of the previous average once warmed up.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from sklmoo.samplers import ParameterAverage
+    >>> p = torch.zeros(2)
+    >>> average = ParameterAverage([p], decay=0.9)
+    >>> for value in (1.0, 2.0):
+    ...     _ = p.fill_(value)
+    ...     average.update()
+    >>> average.average[0]                  # (0.9 * 1 + 2) / 1.9
+    tensor([1.5263, 1.5263])
+    >>> average.swap()
+    >>> p
+    tensor([1.5263, 1.5263])
+    """
+
+    def __init__(self, tensors, decay):
+        decay = float(decay)
+        if not 0.0 <= decay < 1.0:
+            raise ValueError(f"decay must be in [0, 1), got {decay!r}")
+        self.tensors = [t.detach() for t in tensors]
+        self.decay = decay
+        self.average = [t.clone() for t in self.tensors]
+        self.n_updates = 0
+
+    def update(self):
+        """Move the average towards the tensors' current values."""
+        self.n_updates += 1
+        k = self.n_updates
+        # a_k = d_k a_(k-1) + (1 - d_k) p_k with d_k = decay (1 - decay^(k-1)) / (1 - decay^k)
+        weight = 1.0 - self.decay * (1.0 - self.decay ** (k - 1)) / (1.0 - self.decay ** k)
+        if self.tensors:
+            torch._foreach_lerp_(self.average, self.tensors, weight)
+
+    def swap(self):
+        """Exchange the tensors' values and the averages' in place."""
+        for tensor, average in zip(self.tensors, self.average):
+            held = tensor.clone()
+            tensor.copy_(average)
+            average.copy_(held)
