@@ -4,6 +4,7 @@ and the checks that make reading a hostile file cheap: declared sizes are bounde
 anything is decompressed or parsed."""
 
 import contextlib
+import errno
 import json
 import os
 import pathlib
@@ -337,6 +338,9 @@ def read_json(file, max_bytes, max_depth=MAX_JSON_DEPTH):
     """
     name = _describe(file)
     if isinstance(file, (str, os.PathLike)):
+        if not os.path.exists(file):
+            # as open() would (skorch's LoadInitState expects it of a checkpoint not yet written)
+            raise FileNotFoundError(errno.ENOENT, "no such file", name)
         if not os.path.isfile(file):
             # a FIFO or a device would block or stream forever; a directory cannot be read
             raise OSError(f"{name} is not a regular file")

@@ -138,3 +138,42 @@ def test_fitted_on_cuda_loads_on_cpu(tmp_path, data, name):
     cpu = _fit(ESTIMATORS[name](device="cpu"), X, _target(name, y))
     cpu.load_params(f_params=tmp_path / "params.pt")      # skorch maps to the net's device
     np.testing.assert_allclose(_outputs(cpu, X[:10]), ref, rtol=1e-4)
+
+
+def test_skorch_resume_pattern_on_a_new_estimator(tmp_path):
+    # skorch's documented resume: Checkpoint + LoadInitState on a *new* estimator loads the
+    # checkpoint (its file names are formatted with the saved history) and continues
+    from skorch.callbacks import LoadInitState
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(300, 3)).astype(np.float32)
+    y = (X[:, 0] > 0).astype(int)
+
+    def make():
+        checkpoint = Checkpoint(dirname=str(tmp_path), monitor=None)
+        return MTSGDMultiTaskClassifier(n_particles=2, max_epochs=2, random_state=0,
+                                        callbacks=[("checkpoint", checkpoint),
+                                                   ("resume", LoadInitState(checkpoint))])
+
+    first = make().fit(X, y)
+    second = make().fit(X, y)
+    assert len(first.history) == 2 and len(second.history) == 4
+    # the second fit started from the first one's weights: its first epoch's training loss
+    # continues the first fit's, not a new start's
+    assert second.history[2, "train_loss"] < first.history[0, "train_loss"]
+
+
+def test_a_checkpoint_that_restores_an_earlier_epoch_is_not_an_interrupted_fit(tmp_path):
+    # Checkpoint(load_best=True) rolls the history back to the best epoch at the end of the
+    # fit; the fit was then taken for an interrupted one (KeyboardInterrupt)
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(400, 3)).astype(np.float32)
+    y = X[:, 1] + rng.normal(size=400)
+    # a checkpoint of the first epoch only, restored at the end
+    checkpoint = Checkpoint(dirname=str(tmp_path), load_best=True,
+                            monitor=lambda net: len(net.history) == 1)
+    reg = MTSGDRegressor(n_particles=2, max_epochs=3, random_state=0,
+                         callbacks=[("checkpoint", checkpoint)]).fit(X, y)
+    assert reg.__sklearn_is_fitted__()
+    assert len(reg.history) == 1
+    assert np.isfinite(reg.predict(X[:10])).all()

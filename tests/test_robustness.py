@@ -87,8 +87,12 @@ class _InterruptAfter(Callback):
 
 
 class _InterruptInside(Callback):
+    def __init__(self, epoch=2):
+        self.epoch = epoch
+
     def on_batch_end(self, net, training=False, **kwargs):
-        if training and len(net.history) == 2 and len(net.history[-1]["batches"]) == 2:
+        if (training and len(net.history) == self.epoch
+                and len(net.history[-1]["batches"]) == 2):
             raise KeyboardInterrupt
 
 
@@ -112,6 +116,12 @@ def test_interrupted_or_reinitialised_estimators_are_not_fitted(digits, make):
     with pytest.raises(KeyboardInterrupt, match="interrupted"):
         inside.fit(X, y)
     assert getattr(inside, "_step_stash", {}) == {}
+    # ... also inside the last epoch (it was counted as done: the fit returned "fitted" with
+    # the weights of a half-run epoch)
+    last = make(callbacks=[_InterruptInside(epoch=3)])
+    with pytest.raises(KeyboardInterrupt, match="interrupted after 2 of 3 epochs"):
+        last.fit(X, y)
+    assert not last.__sklearn_is_fitted__()
     clf = make()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)

@@ -451,6 +451,7 @@ class SklmooNetMixin:
 
         self._fit_split = split
         self._epoch_offset = len(self.history) if self.initialized_ else 0
+        self._completed_epochs = 0
         self._first_loss = None
         try:
             NeuralNet.partial_fit(self, X, y, epochs=self.max_epochs_, **fit_params)
@@ -462,10 +463,18 @@ class SklmooNetMixin:
             raise
         finally:
             self._fit_split = None
-        done = len(self.history) - self._epoch_offset
+        # epochs that reached their end (history also holds an epoch interrupted midway)
+        done = self._completed_epochs
         if done < self.max_epochs_ and not self._stopped_early():
             raise KeyboardInterrupt(f"fit was interrupted after {done} of {self.max_epochs_} "
                                     "epochs; the estimator is not fitted")
+
+    def notify(self, method_name, **cb_kwargs):
+        """skorch's callback dispatch; counts the epochs of a fit that reach their end (before
+        the callbacks run: early stopping ends the loop from ``on_epoch_end``)."""
+        if method_name == "on_epoch_end":
+            self._completed_epochs = getattr(self, "_completed_epochs", 0) + 1
+        return super().notify(method_name, **cb_kwargs)
 
     def _stopped_early(self):
         """Whether an early-stopping callback ended the loop (skorch's EarlyStopping raises

@@ -45,8 +45,20 @@ def files_to_load(net, checkpoint, explicit):
     """
     files = {}
     if checkpoint is not None:
-        files.update(checkpoint.get_formatted_files(net))
-        if explicit.get("f_history") is None and checkpoint.f_history is not None:
+        saved_history = explicit.get("f_history") is None and checkpoint.f_history is not None
+        if saved_history and not len(net.history):
+            # a new estimator (skorch's LoadInitState): skorch formats the checkpoint's file
+            # names, which may hold the epoch, with the history it loads first
+            from skorch.history import History
+
+            kept, net.history = net.history, History(check_history(checkpoint.f_history_))
+            try:
+                files.update(checkpoint.get_formatted_files(net))
+            finally:
+                net.history = kept
+        else:
+            files.update(checkpoint.get_formatted_files(net))
+        if saved_history:
             files["f_history"] = checkpoint.f_history_
     files.update({k: v for k, v in explicit.items() if v is not None})
     # skorch skips empty names and does not load f_pickle
@@ -104,7 +116,8 @@ def check_files(net, files, use_safetensors=False):
 
 def check_history(source):
     """A skorch history file: a JSON list of epochs (dicts), at most
-    :data:`MAX_HISTORY_BYTES`, nested at most :data:`~sklmoo._io.MAX_JSON_DEPTH` deep."""
+    :data:`MAX_HISTORY_BYTES`, nested at most :data:`~sklmoo._io.MAX_JSON_DEPTH` deep;
+    returns the list."""
     try:
         history = read_json(source, MAX_HISTORY_BYTES)
     except ValueError as exc:
@@ -112,6 +125,7 @@ def check_history(source):
     if not (isinstance(history, list) and all(isinstance(e, dict) for e in history)):
         raise ValueError(f"load_params(f_history=...): {source} is not a skorch history (a JSON "
                          "list of epochs)")
+    return history
 
 
 def check_state_dict(module, state_dict, source):
