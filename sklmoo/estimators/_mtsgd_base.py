@@ -284,10 +284,10 @@ class MTSGDNetBase(SklmooNetMixin, NeuralNet):
     #: with 'auto' batches on more than ``_auto_batch_large`` training rows, each epoch ends
     #: with the particles' weights averaged over the fit's steps with this decay (Polyak
     #: averaging, :class:`~sklmoo.samplers.ParameterAverage`); the next epoch's steps continue
-    #: from the last iterate. None: never (the regressor's choice). Scaling benchmark
-    #: protocol (scratch runs), 20,000 rows, three seeds: test NLL lower in 13 of 15
-    #: classifier fits (origin -0.037 to -0.049); at 2,000 rows mixed (chem97 +0.006 to
-    #: +0.009, flights -0.004 to -0.008), hence large tables only
+    #: from the last iterate. None: never (the regressor's choice). Scaling benchmark from
+    #: 20,000 rows: test NLL lower in 17 of 19 classifier fits (origin -0.023 to -0.040 at
+    #: 20,000 rows); at 2,000 rows mixed (scratch runs: chem97 +0.006 to +0.009, flights
+    #: -0.004 to -0.008), hence large tables only
     _average_decay = 0.99
 
     def _start_average(self):

@@ -203,9 +203,10 @@ class ParameterAverage:
     Parameters
     ----------
     tensors : list of Tensor
-        The tensors averaged (their values at construction start the average).
+        The tensors averaged: their values at each :meth:`update` (the average is held in
+        their dtype and on their device).
     decay : float
-        In [0, 1): the weight of the previous average once warmed up.
+        In [0, 1): each update's values weigh ``decay`` times the next update's.
 
     Examples
     --------
