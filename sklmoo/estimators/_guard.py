@@ -36,6 +36,8 @@ def scale_advice(X):
         return ""
     return (f"X holds values up to {magnitude:.3g} in magnitude: standardise the features "
             "(e.g. StandardScaler in a pipeline)")
+
+
 #: optimizers that get torch's fused implementation by default (see get_params_for_optimizer)
 _FUSABLE = (torch.optim.Adam, torch.optim.AdamW)
 #: optimizers whose step needs no closure (train_step calls them without skorch's)

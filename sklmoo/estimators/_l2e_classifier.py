@@ -730,7 +730,7 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
         """During an adaptive Adam burn-in, decide from the last epoch's validation loss
         whether it ends; end the loop once the sampling epochs after it are done."""
         adaptive = getattr(self, "_adaptive_burn_in", None)
-        done = len(self.history) - getattr(self, "_epoch_offset", 0)
+        done = getattr(self, "_completed_epochs", 0)            # this fit's, before this one
         if adaptive is not None and done > 0:
             if adaptive["stop_after"] is None:
                 self._adaptive_burn_in_check(adaptive, done)
