@@ -213,3 +213,58 @@ def test_the_regressor_keeps_its_last_step_on_large_tables():
     for got, want in zip((p.detach().numpy() for p in reg.module_.parameters()),
                          recorder.steps[-1]):
         np.testing.assert_array_equal(got, want)
+
+
+class _StepRecorder(_Recorder):
+    """Also records every parameter before each training step."""
+
+    def __init__(self):
+        super().__init__()
+        self.begins = []
+
+    def on_batch_begin(self, net, training=False, **kwargs):
+        if training:
+            self.begins.append([p.detach().numpy().astype(np.float64).copy()
+                                for p in net.module_.parameters()])
+
+
+def test_l2e_starts_sampling_from_the_average_of_its_adam_burn_in():
+    # above 8,192 training rows L2E burns in with Adam and averages the chains' weights over
+    # the burn-in's steps: each burn-in epoch continues from the last Adam iterate (the same
+    # steps as without the average), and the sampler starts from the average
+    from skorch.callbacks import Callback
+
+    from sklmoo import L2ESamplerClassifier
+
+    X, y, _ = _large(n=9000)
+
+    def fit(decay, n=9000, method="auto"):
+        recorder = type("Recorder", (_StepRecorder, Callback), {})()
+        est = L2ESamplerClassifier(n_chains=2, max_epochs=3, burn_in=2, n_draws=2,
+                                   burn_in_method=method, train_split=None, random_state=0,
+                                   callbacks=[("recorder", recorder)])
+        est._average_decay = decay
+        return est.fit(X[:n], y[:n]), recorder
+
+    averaged, rec = fit(0.99)
+    plain, plain_rec = fit(None)
+    per_epoch = math.ceil(9000 / 128)
+    assert averaged.burn_in_method_ == "adam" and len(rec.steps) == 3 * per_epoch
+    burn = 2 * per_epoch
+    for i in (0, per_epoch, burn - 1):                # burn-in: the last iterate goes on
+        for a, b in zip(rec.steps[i], plain_rec.steps[i]):
+            np.testing.assert_array_equal(a, b)
+    for got, want in zip(rec.begins[per_epoch], rec.steps[per_epoch - 1]):
+        np.testing.assert_array_equal(got, want)
+    for got, want in zip(rec.begins[burn], _ema_reference(rec.steps[:burn], 0.99)):
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+    assert max(np.abs(a - b).max()
+               for a, b in zip(rec.begins[burn], rec.steps[burn - 1])) > 1e-4
+    for got, want in zip(plain_rec.begins[burn], plain_rec.steps[burn - 1]):
+        np.testing.assert_array_equal(got, want)
+    assert averaged.n_draws_ == 2 and np.isfinite(averaged.predict_proba(X[:5])).all()
+    # a small table's Adam burn-in (asked for) hands its last iterate to the sampler
+    small, small_rec = fit(0.99, n=3000, method="adam")
+    cut = 2 * math.ceil(3000 / 128)
+    for got, want in zip(small_rec.begins[cut], small_rec.steps[cut - 1]):
+        np.testing.assert_array_equal(got, want)

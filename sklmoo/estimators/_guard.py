@@ -13,7 +13,7 @@ from sklearn.exceptions import NotFittedError
 from sklearn.utils.validation import validate_data
 
 from .._io import atomic_files
-from ..samplers._optim import FUSED_ADAM_DEVICES
+from ..samplers._optim import FUSED_ADAM_DEVICES, ParameterAverage
 from ._progress import ProgressLog
 from ._rows import (DatasetRows, RowBatches, RowData, as_dataset_rows, max_abs, row_source,
                     take_rows)
@@ -373,16 +373,57 @@ class SklmooNetMixin:
         SGD) and no callback listening to ``on_grad_computed``, the same three calls without
         skorch's closure and step accumulator around them: zero the gradients, compute the
         step (:meth:`train_step_single`), let each optimizer step (a mini-batch's step costs
-        about a millisecond; that wrapping was a tenth of it)."""
+        about a millisecond; that wrapping was a tenth of it). Then the fit's parameter
+        average, when it keeps one, moves (:meth:`_start_average`)."""
         optimizers = [getattr(self, name + "_") for name in self._optimizers]
+        averaged = getattr(self, "_average", None) is not None and self._average_moves()
         if not (all(type(o) in _CLOSURE_FREE for o in optimizers)
                 and not self._grad_computed_listeners()):
-            return super().train_step(batch, **fit_params)
-        self._zero_grad_optimizer()
-        step = self.train_step_single(batch, **fit_params)
-        for optimizer in optimizers:
-            optimizer.step()
+            step = super().train_step(batch, **fit_params)
+        else:
+            self._zero_grad_optimizer()
+            step = self.train_step_single(batch, **fit_params)
+            for optimizer in optimizers:
+                optimizer.step()
+        if averaged:
+            self._average.update()
         return step
+
+    # -- the parameter average of a fit (Polyak averaging) ---------------------------------
+
+    #: the decay of a fit's parameter average (see :meth:`_start_average`); None: no average
+    _average_decay = None
+
+    def _start_average(self, on):
+        """With ``on`` and an ``_average_decay``, the fit keeps an exponential moving average
+        of the optimiser's parameters (:class:`~sklmoo.samplers.ParameterAverage`) over its
+        steps that :meth:`_average_moves` allows; each such training epoch ends with the
+        averaged weights in the module, which the validation pass, the callbacks (early
+        stopping's best weights) and the fitted model see, and the next one continues from the
+        last iterate while the average still moves (else the averaged weights stay)."""
+        self._average = None
+        self._averaged_in = False
+        if on and self._average_decay is not None:
+            params = [p for group in self.optimizer_.param_groups for p in group["params"]]
+            self._average = ParameterAverage(params, self._average_decay)
+
+    def _average_moves(self):
+        """Whether the next optimiser step moves the parameter average (every step here)."""
+        return True
+
+    def run_single_epoch(self, iterator, training, prefix, step_fn, **fit_params):
+        """skorch's epoch, with the parameter average's swaps (:meth:`_start_average`)."""
+        average = getattr(self, "_average", None)
+        if training and average is not None and self._averaged_in:
+            self._averaged_in = False
+            if self._average_moves():
+                average.swap()                        # the last iterate goes on
+            else:
+                self._average = average = None        # the averaged weights stay
+        super().run_single_epoch(iterator, training, prefix, step_fn, **fit_params)
+        if training and average is not None:
+            average.swap()
+            self._averaged_in = True
 
     def _grad_computed_listeners(self):
         """Whether this net or one of its callbacks does something ``on_grad_computed``."""

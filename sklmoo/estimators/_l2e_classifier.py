@@ -93,7 +93,7 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
         ``max_epochs_`` holds the number chosen). The cost per step is the transition,
         whatever the batch, hence the budget in steps and the large default batch. With the
         Adam burn-in and a validation split, 'auto' runs Adam until the validation loss has
-        not improved for 10 epochs (at most 500 epochs), then the epochs holding about 500
+        not improved for 5 epochs (at most 150 epochs), then the epochs holding about 500
         sampler steps (at least one epoch); ``max_epochs_`` is then the number of epochs run.
     burn_in : int, default=None
         Epochs discarded before collecting. None: half of ``max_epochs`` for 'l2e' and 'sghmc',
@@ -106,7 +106,7 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
         How the burn-in epochs move the chains. 'sampler': the sampler's own transition.
         'adam': each chain minimises its mean loss plus the prior's penalty (weight decay
         ``prior_precision / N``) with Adam (learning rate 1e-3); the sampler then starts from
-        there. 'auto': 'adam' with more than 8,192 training rows, where the sampler's small
+        there (above 8,192 training rows, from the average of Adam's iterates). 'auto': 'adam' with more than 8,192 training rows, where the sampler's small
         steps (:math:`\\epsilon = \\sqrt{s/N}`) need many epochs to reach the posterior's
         bulk, except for 'csgmcmc'; 'sampler' otherwise. ``burn_in_method_`` holds the one
         used; when it is 'adam', the draws (of a continued fit too) are taken at evenly spaced
@@ -267,8 +267,13 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
     _adam_burn_in_lr = 1e-3
     #: with 'auto' epochs and a validation split, the Adam burn-in ends once the validation
     #: loss has not improved for this many epochs, or after the maximum
-    _adam_burn_in_patience = 10
-    _adam_burn_in_max_epochs = 500
+    _adam_burn_in_patience = 5
+    _adam_burn_in_max_epochs = 150
+    #: the Adam burn-in on more than ``_adam_burn_in_rows`` training rows averages the chains'
+    #: weights over its steps with this decay (:meth:`SklmooNetMixin._start_average`): each
+    #: burn-in epoch ends with the averages, which the validation loss judges and the sampler
+    #: starts from
+    _average_decay = 0.99
 
     _renamed_params = {"n_samples": "n_draws"}
     _auto_epoch_bounds = (20, 500)
@@ -485,9 +490,12 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
             lr=self._adam_burn_in_lr, weight_decay=self.optimizer_.sampler.weight_decay)
         self._collect_at = (set() if self._adaptive_burn_in is not None
                             else self._collection_steps(burn, steps_per_epoch))
+        self._start_average(self.burn_in_method_ == "adam" and burn > 0
+                            and n_train > self._adam_burn_in_rows)
         try:
             self._run_epochs(X, codes, (dataset_train, dataset_valid), **fit_params)
         finally:
+            self._average = None
             # the buffers the sampler reuses from step to step are not kept between fits
             release = getattr(self.optimizer_.sampler, "release_scratch", None)
             if release is not None:
@@ -710,6 +718,10 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
         if self.optimizer_.param_groups[0]["sampler_step"] - 1 in self._collect_at:
             self.module_.collect()
         return step
+
+    def _average_moves(self):
+        """The parameter average follows the Adam burn-in's steps only."""
+        return self.optimizer_.warmup is not None
 
     def _guarded_tensors(self):
         return self.module_.chain_tensors()

@@ -18,7 +18,7 @@ from skorch.utils import to_tensor
 
 from ..nn import (METHODS, FunctionSpace, MultiTaskParticleNet, StepInfo, make_update_rules,
                   member_factory, multitask_particle_step)
-from ..samplers import (TASK_NORMALIZATIONS, LinearScalarization, ParameterAverage,
+from ..samplers import (TASK_NORMALIZATIONS, LinearScalarization,
                         PrecomputedKernel, RBFKernel)
 from ._guard import SklmooNetMixin
 from ._rows import batch_targets, take_rows
@@ -263,7 +263,7 @@ class MTSGDNetBase(SklmooNetMixin, NeuralNet):
         for name in shown:
             setattr(self, name, self._valid_batch_rows() if name.startswith("iterator_valid")
                     else self.batch_size_)
-        self._start_average()
+        self._start_average(getattr(self, "_large_table", False))
         try:
             self._run_epochs(X, targets, (train, valid), **fit_params)
         finally:
@@ -283,42 +283,12 @@ class MTSGDNetBase(SklmooNetMixin, NeuralNet):
 
     #: with 'auto' batches on more than ``_auto_batch_large`` training rows, each epoch ends
     #: with the particles' weights averaged over the fit's steps with this decay (Polyak
-    #: averaging, :class:`~sklmoo.samplers.ParameterAverage`); the next epoch's steps continue
-    #: from the last iterate. None: never (the regressor's choice). Scaling benchmark from
-    #: 20,000 rows: test NLL lower in 17 of 19 classifier fits (origin -0.023 to -0.040 at
-    #: 20,000 rows); at 2,000 rows mixed (scratch runs: chem97 +0.006 to +0.009, flights
-    #: -0.004 to -0.008), hence large tables only
+    #: averaging, :meth:`SklmooNetMixin._start_average`); the next epoch's steps continue from
+    #: the last iterate. None: never (the regressor's choice). Scaling benchmark from 20,000
+    #: rows: test NLL lower in 17 of 19 classifier fits (origin -0.023 to -0.040 at 20,000
+    #: rows); at 2,000 rows mixed (scratch runs: chem97 +0.006 to +0.009, flights -0.004 to
+    #: -0.008), hence large tables only
     _average_decay = 0.99
-
-    def _start_average(self):
-        """The fit's parameter average (see ``_average_decay``), or None."""
-        self._average = None
-        self._averaged_in = False
-        if self._average_decay is not None and getattr(self, "_large_table", False):
-            params = [p for group in self.optimizer_.param_groups for p in group["params"]]
-            self._average = ParameterAverage(params, self._average_decay)
-
-    def train_step(self, batch, **fit_params):
-        """One optimiser step (:meth:`SklmooNetMixin.train_step`), then the parameter average
-        of a large table's fit moves."""
-        step = super().train_step(batch, **fit_params)
-        average = getattr(self, "_average", None)
-        if average is not None:
-            average.update()
-        return step
-
-    def run_single_epoch(self, iterator, training, prefix, step_fn, **fit_params):
-        """skorch's epoch; with a parameter average, a training epoch starts from the last
-        iterate and ends with the averaged weights in the module, which the validation pass,
-        the callbacks (early stopping's best weights) and the fitted model see."""
-        average = getattr(self, "_average", None)
-        if training and average is not None and self._averaged_in:
-            average.swap()
-            self._averaged_in = False
-        super().run_single_epoch(iterator, training, prefix, step_fn, **fit_params)
-        if training and average is not None:
-            average.swap()
-            self._averaged_in = True
 
     def _valid_outputs(self, X):
         """Per-task particle outputs (n, M, ...) on the validation rows, for calibration."""
