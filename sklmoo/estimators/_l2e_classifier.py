@@ -93,7 +93,7 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
         ``max_epochs_`` holds the number chosen). The cost per step is the transition,
         whatever the batch, hence the budget in steps and the large default batch. With the
         Adam burn-in and a validation split, 'auto' runs Adam until the validation loss has
-        not improved for 5 epochs (at most 150 epochs), then the epochs holding about 500
+        not improved for 5 epochs (at most 500 epochs), then the epochs holding about 500
         sampler steps (at least one epoch); ``max_epochs_`` is then the number of epochs run.
     burn_in : int, default=None
         Epochs discarded before collecting. None: half of ``max_epochs`` for 'l2e' and 'sghmc',
@@ -268,7 +268,7 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
     #: with 'auto' epochs and a validation split, the Adam burn-in ends once the validation
     #: loss has not improved for this many epochs, or after the maximum
     _adam_burn_in_patience = 5
-    _adam_burn_in_max_epochs = 150
+    _adam_burn_in_max_epochs = 500
     #: the Adam burn-in on more than ``_adam_burn_in_rows`` training rows averages the chains'
     #: weights over its steps with this decay (:meth:`SklmooNetMixin._start_average`): each
     #: burn-in epoch ends with the averages, which the validation loss judges and the sampler
