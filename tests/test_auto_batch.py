@@ -251,15 +251,16 @@ def test_l2e_starts_sampling_from_the_average_of_its_adam_burn_in():
     per_epoch = math.ceil(9000 / 128)
     assert averaged.burn_in_method_ == "adam" and len(rec.steps) == 3 * per_epoch
     burn = 2 * per_epoch
-    for i in (0, per_epoch, burn - 1):                # burn-in: the last iterate goes on
+    for i in (0, per_epoch, burn - 2):                # burn-in: the last iterate goes on
         for a, b in zip(rec.steps[i], plain_rec.steps[i]):
             np.testing.assert_array_equal(a, b)
-    for got, want in zip(rec.begins[per_epoch], rec.steps[per_epoch - 1]):
+    for got, want in zip(rec.begins[per_epoch], plain_rec.steps[per_epoch - 1]):
         np.testing.assert_array_equal(got, want)
-    for got, want in zip(rec.begins[burn], _ema_reference(rec.steps[:burn], 0.99)):
+    # the step that ends the burn-in leaves the average of the iterates (the plain fit's)
+    for got, want in zip(rec.begins[burn], _ema_reference(plain_rec.steps[:burn], 0.99)):
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
     assert max(np.abs(a - b).max()
-               for a, b in zip(rec.begins[burn], rec.steps[burn - 1])) > 1e-4
+               for a, b in zip(rec.begins[burn], plain_rec.steps[burn - 1])) > 1e-4
     for got, want in zip(plain_rec.begins[burn], plain_rec.steps[burn - 1]):
         np.testing.assert_array_equal(got, want)
     assert averaged.n_draws_ == 2 and np.isfinite(averaged.predict_proba(X[:5])).all()
@@ -268,3 +269,34 @@ def test_l2e_starts_sampling_from_the_average_of_its_adam_burn_in():
     cut = 2 * math.ceil(3000 / 128)
     for got, want in zip(small_rec.begins[cut], small_rec.steps[cut - 1]):
         np.testing.assert_array_equal(got, want)
+
+
+def test_l2e_averaged_burn_in_ending_inside_an_epoch():
+    # epochs shorter than the estimator counts (drop_last): the Adam burn-in's last step falls
+    # inside an epoch; the sampler's first step starts from the average, and the sampler's own
+    # steps are not undone at that epoch's end
+    from skorch.callbacks import Callback
+
+    from sklmoo import L2ESamplerClassifier
+
+    X, y, _ = _large(n=9000)
+
+    def fit(decay):
+        recorder = type("Recorder", (_StepRecorder, Callback), {})()
+        est = L2ESamplerClassifier(n_chains=2, max_epochs=3, burn_in=1, n_draws=2,
+                                   batch_size=4000, iterator_train__drop_last=True,
+                                   burn_in_method="adam", train_split=None, random_state=0,
+                                   callbacks=[("recorder", recorder)])
+        est._average_decay = decay
+        return est.fit(X, y), recorder
+
+    est, recorder = fit(0.99)
+    plain = fit(None)[1]
+    steps, begins = recorder.steps, recorder.begins
+    assert len(steps) == 6                           # 2 batches an epoch, 3 Adam steps counted
+    for got, want in zip(begins[3], _ema_reference(plain.steps[:3], 0.99)):
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+    for i in (4, 5):                                  # the sampler goes on from its iterate
+        for got, want in zip(begins[i], steps[i - 1]):
+            np.testing.assert_array_equal(got, want)
+    assert est.n_draws_ >= 1 and np.isfinite(est.predict_proba(X[:5])).all()

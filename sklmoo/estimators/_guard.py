@@ -387,6 +387,11 @@ class SklmooNetMixin:
                 optimizer.step()
         if averaged:
             self._average.update()
+            if not self._average_moves():
+                # the averaged steps ended inside an epoch: the next step starts from the average
+                self._average.swap()
+                self._average = None
+                self._averaged_in = False
         return step
 
     # -- the parameter average of a fit (Polyak averaging) ---------------------------------
@@ -400,7 +405,9 @@ class SklmooNetMixin:
         steps that :meth:`_average_moves` allows; each such training epoch ends with the
         averaged weights in the module, which the validation pass, the callbacks (early
         stopping's best weights) and the fitted model see, and the next one continues from the
-        last iterate while the average still moves (else the averaged weights stay)."""
+        last iterate while the average still moves (else the averaged weights stay; when the
+        moving steps end inside an epoch, the step that ends them leaves the averages in
+        place). An average that no step has moved is never swapped in."""
         self._average = None
         self._averaged_in = False
         if on and self._average_decay is not None:
@@ -421,7 +428,8 @@ class SklmooNetMixin:
             else:
                 self._average = average = None        # the averaged weights stay
         super().run_single_epoch(iterator, training, prefix, step_fn, **fit_params)
-        if training and average is not None:
+        average = getattr(self, "_average", None)
+        if training and average is not None and average.n_updates > 0:
             average.swap()
             self._averaged_in = True
 

@@ -106,9 +106,10 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
         How the burn-in epochs move the chains. 'sampler': the sampler's own transition.
         'adam': each chain minimises its mean loss plus the prior's penalty (weight decay
         ``prior_precision / N``) with Adam (learning rate 1e-3); the sampler then starts from
-        there (above 8,192 training rows, from the average of Adam's iterates). 'auto': 'adam' with more than 8,192 training rows, where the sampler's small
-        steps (:math:`\\epsilon = \\sqrt{s/N}`) need many epochs to reach the posterior's
-        bulk, except for 'csgmcmc'; 'sampler' otherwise. ``burn_in_method_`` holds the one
+        there (above 8,192 training rows, from the average of Adam's iterates). 'auto':
+        'adam' with more than 8,192 training rows, where the sampler's small steps
+        (:math:`\\epsilon = \\sqrt{s/N}`) need many epochs to reach the posterior's bulk,
+        except for 'csgmcmc'; 'sampler' otherwise. ``burn_in_method_`` holds the one
         used; when it is 'adam', the draws (of a continued fit too) are taken at evenly spaced
         steps instead of epoch ends.
     n_draws : int, default=20
