@@ -300,3 +300,26 @@ def test_l2e_averaged_burn_in_ending_inside_an_epoch():
         for got, want in zip(begins[i], steps[i - 1]):
             np.testing.assert_array_equal(got, want)
     assert est.n_draws_ >= 1 and np.isfinite(est.predict_proba(X[:5])).all()
+
+
+def test_l2e_average_no_step_moved_is_never_swapped_in(tmp_path):
+    # skorch's resume pattern: LoadInitState restores an optimizer whose Adam burn-in is over,
+    # so no step moves the new fit's average; the loaded chains must go on, not be replaced by
+    # the average's starting copy (the fresh initialisation)
+    from skorch.callbacks import Checkpoint, LoadInitState
+
+    from sklmoo import L2ESamplerClassifier
+
+    X, y, _ = _large(n=9000)
+    kw = dict(n_chains=2, max_epochs=2, burn_in=1, n_draws=2, batch_size=1024,
+              train_split=None, random_state=0)
+    checkpoint = Checkpoint(dirname=str(tmp_path / "cp"), monitor=None)
+    L2ESamplerClassifier(callbacks=[("cp", checkpoint)], **kw).fit(X, y)
+
+    def resumed(decay):
+        est = L2ESamplerClassifier(callbacks=[("load", LoadInitState(checkpoint))], **kw)
+        est._average_decay = decay
+        return [p.detach().numpy().copy() for p in est.fit(X, y).module_.parameters()]
+
+    for got, want in zip(resumed(0.99), resumed(None)):
+        np.testing.assert_array_equal(got, want)
