@@ -514,6 +514,9 @@ class SklmooNetMixin:
             raise
         finally:
             self._fit_split = None
+            # the module keeps what the last epoch left (the averages, or what early stopping
+            # restored); the average does not outlive the fit
+            self._average = None
         # epochs that reached their end (history also holds an epoch interrupted midway)
         done = self._completed_epochs
         if done < self.max_epochs_ and not self._stopped_early():

@@ -496,7 +496,6 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
         try:
             self._run_epochs(X, codes, (dataset_train, dataset_valid), **fit_params)
         finally:
-            self._average = None
             # the buffers the sampler reuses from step to step are not kept between fits
             release = getattr(self.optimizer_.sampler, "release_scratch", None)
             if release is not None:

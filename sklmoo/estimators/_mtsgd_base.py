@@ -271,8 +271,6 @@ class MTSGDNetBase(SklmooNetMixin, NeuralNet):
                 delattr(self, name)
             # an interrupted epoch's diagnostics never reach history; none outlive the fit
             self._step_stash = {}
-            # the module keeps what the last epoch validated (or early stopping restored)
-            self._average = None
         self.n_train_, self.n_valid_ = n_train, 0 if valid is None else len(valid)
         self._after_epochs(X, targets, weight, valid)
         rows = (self._subset_rows(valid, X, targets, weight) if self.calibration is not None

@@ -122,9 +122,9 @@ class MTSGDMultiTaskClassifier(ClassifierMixin, MTSGDNetBase):
         Epochs per call to ``fit``. 'auto': about 1000 optimiser steps (10 to 500 epochs),
         extended to at most three times that (and 500 epochs) while early stopping sees the
         validation loss improve; with ``batch_size='auto'`` on more than 8,192 training rows,
-        up to 150 epochs (or the extended budget, when longer) with a patience of 10. ``max_epochs_`` holds the budget chosen. When
-        ``history[-1, 'best_epoch']`` is the last epoch, the budget ended the fit: pass a
-        larger integer.
+        up to 150 epochs (or the extended budget, when longer) with a patience of 10.
+        ``max_epochs_`` holds the budget chosen. When ``history[-1, 'best_epoch']`` is the
+        last epoch, the budget ended the fit: pass a larger integer.
     batch_size : int or 'auto', default='auto'
         Rows per mini-batch (-1: all). 'auto': 64 up to 8,192 training rows; above, about a
         25th of them, a power of two of at most 1,024 (``batch_size_``), with ``lr`` scaled
