@@ -356,6 +356,59 @@ def test_warm_start_and_partial_fit_continue_the_chains(wine):
     assert fresh.classes_.tolist() == [0, 1] and fresh.n_draws_ == 3
 
 
+def test_every_planned_draw_is_collected_with_drop_last(wine):
+    # 106 training rows in batches of 16: 7 batches an epoch, 6 with drop_last; draws come at
+    # the ends of the epochs after burn-in, all of them
+    Xtr, ytr, _, _ = wine
+    clf = _small(max_epochs=6, n_draws=10, burn_in=3, sampler="sghmc", train_split=None,
+                 iterator_train__drop_last=True).fit(Xtr, ytr)
+    assert clf.n_draws_ == 3 and clf.fit_warnings_ == []
+    assert clf.optimizer_.param_groups[0]["sampler_step"] == 6 * (len(ytr) // 16)
+    with pytest.raises(ValueError, match="drop_last=True drops every batch"):
+        _small(batch_size=200, iterator_train__drop_last=True, train_split=None).fit(Xtr, ytr)
+    # a custom iterator that gives fewer batches than the estimator counts: fewer draws, said
+    from torch.utils.data import DataLoader
+
+    class Short(DataLoader):
+        def __init__(self, dataset, **kwargs):
+            super().__init__(dataset, drop_last=True, **kwargs)
+
+    with pytest.warns(UserWarning, match="collected 2 of the 3 draws per chain planned"):
+        short = _small(max_epochs=6, n_draws=10, burn_in=3, sampler="sghmc",
+                       train_split=None, iterator_train=Short).fit(Xtr, ytr)
+    assert short.n_draws_ == 2
+
+
+@pytest.mark.parametrize("adaptive", [False, True])
+def test_loadinitstate_resumes_the_chains_and_adds_draws(wine, tmp_path, monkeypatch, adaptive):
+    # skorch's resume pattern: a new estimator with LoadInitState(checkpoint) loads the last
+    # fit's chains, draws and sampler state as its fit begins, and continues them as
+    # warm_start does: no burn-in, n_draws more draws, this fit's epochs
+    from skorch.callbacks import Checkpoint, LoadInitState
+
+    Xtr, ytr, _, _ = wine
+    kw = dict(max_epochs=6, n_draws=3, sampler="sghmc", train_split=None)
+    if adaptive:
+        # an adaptive Adam burn-in (the default above 8,192 rows): the loop is planned for its
+        # longest burn-in, and the resumed fit ends after the epochs 'auto' resolved
+        monkeypatch.setattr(L2ESamplerClassifier, "_adam_burn_in_rows", 50)
+        monkeypatch.setattr(L2ESamplerClassifier, "_auto_steps", 40)
+        kw = dict(max_epochs="auto", n_draws=3, sampler="sghmc")
+    checkpoint = Checkpoint(dirname=str(tmp_path / "cp"), monitor=None)
+    first = _small(callbacks=[("cp", checkpoint)], **kw).fit(Xtr, ytr)
+    epochs = len(first.history)
+    resumed = _small(callbacks=[("load", LoadInitState(checkpoint))], **kw).fit(Xtr, ytr)
+    added = first.max_epochs_ if not adaptive else 20    # 'auto': the 20-epoch minimum
+    assert len(resumed.history) == epochs + added
+    assert resumed.n_draws_ == 6 and resumed.fit_warnings_ == []
+    assert resumed.optimizer_.warmup is None
+    # the first three draws are the checkpoint's, the chains went on from its last state
+    np.testing.assert_array_equal(
+        resumed.predict_proba_samples(Xtr[:5]).reshape(2, 6, 5, 3)[:, :3],
+        first.predict_proba_samples(Xtr[:5]).reshape(2, 3, 5, 3))
+    assert resumed.history[epochs, "train_loss"] < first.history[0, "train_loss"]
+
+
 def test_function_space_rhat_separates_mixed_from_stuck_chains():
     # Bayesian logistic regression (a linear module) on overlapping classes: one compact
     # posterior mode, so the chains mix

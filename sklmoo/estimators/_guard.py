@@ -590,9 +590,7 @@ class SklmooNetMixin:
         unextended one); ``_batches_per_epoch``: the optimiser steps of an epoch. With 'auto'
         batches on more than ``_auto_batch_large`` rows, early stopping may run to
         ``_auto_large_epochs`` with a patience of ``_auto_large_patience``."""
-        rows = self._batch_rows()
-        batch = n_train if rows == -1 else min(rows, n_train)
-        per_epoch = self._batches_per_epoch = math.ceil(n_train / max(1, batch))
+        per_epoch = self._batches_per_epoch = self._epoch_batches(n_train)
         if isinstance(self.max_epochs, str):
             low, high = self._auto_epoch_bounds
             base = int(np.clip(math.ceil(self._auto_steps / per_epoch), low, high))
@@ -608,6 +606,21 @@ class SklmooNetMixin:
         else:
             self.max_epochs_ = self._patience_epochs = int(self.max_epochs)
         return self.max_epochs_
+
+    def _epoch_batches(self, n_train):
+        """The optimiser steps of an epoch over ``n_train`` rows: one per batch, the last
+        (partial) one left out with ``iterator_train__drop_last=True``. A custom
+        ``iterator_train`` is taken to batch the same way."""
+        settings = self.get_params_for("iterator_train")
+        rows = settings.get("batch_size", self._batch_rows())
+        batch = n_train if rows == -1 else rows
+        if settings.get("drop_last", False):
+            if n_train < batch:
+                raise ValueError(f"iterator_train__drop_last=True drops every batch: the "
+                                 f"{n_train} training rows do not fill one batch of {batch}; "
+                                 "lower batch_size")
+            return n_train // batch
+        return math.ceil(n_train / max(1, min(batch, n_train)))
 
     def _auto_patience(self, budget):
         """Early stopping's patience='auto' for an epoch ``budget`` (``_patience_epochs``): a

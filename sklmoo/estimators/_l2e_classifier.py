@@ -367,7 +367,8 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
         """Run the chains on ``(X, y)`` and collect their samples.
 
         With ``warm_start=True`` on a fitted estimator (same features and classes), the chains
-        continue without burn-in and ``n_draws`` more draws per chain are added; otherwise
+        continue without burn-in and ``n_draws`` more draws per chain are added, as they do
+        from a checkpoint that skorch's ``LoadInitState`` loads as the fit begins; otherwise
         new chains start.
 
         Parameters
@@ -484,8 +485,8 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
             sampling = self.max_epochs_ - burn
             burn = self._adam_burn_in_max_epochs
             self.max_epochs_ = burn + sampling
-            self._adaptive_burn_in = {"sampling": sampling, "best": np.inf, "misses": 0,
-                                      "stop_after": None}
+            self._adaptive_burn_in = {"sampling": sampling, "epochs": epochs, "best": np.inf,
+                                      "misses": 0, "stop_after": None}
         self.optimizer_.set_warmup(
             burn * steps_per_epoch if self.burn_in_method_ == "adam" else 0,
             lr=self._adam_burn_in_lr, weight_decay=self.optimizer_.sampler.weight_decay)
@@ -493,6 +494,7 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
                             else self._collection_steps(burn, steps_per_epoch))
         self._start_average(self.burn_in_method_ == "adam" and burn > 0
                             and n_train > self._adam_burn_in_rows)
+        self._collected = 0
         try:
             self._run_epochs(X, codes, (dataset_train, dataset_valid), **fit_params)
         finally:
@@ -507,6 +509,10 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
                              f"{self._burn_in_end(steps_per_epoch)}); the "
                              "estimator is not fitted: lower burn_in or the early-stopping "
                              "patience")
+        if self._collected < len(self._collect_at) and not self._stopped_early():
+            self._warn(f"collected {self._collected} of the {len(self._collect_at)} draws per "
+                       f"chain planned: the training iterator gave fewer batches than "
+                       f"{steps_per_epoch} an epoch (the training rows over batch_size)")
         self.convergence_ = self._probe_convergence(X)
         self.n_train_ = n_train
         self.n_valid_ = 0 if dataset_valid is None else len(dataset_valid)
@@ -717,6 +723,7 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
                                      f"{exc}") from exc
         if self.optimizer_.param_groups[0]["sampler_step"] - 1 in self._collect_at:
             self.module_.collect()
+            self._collected += 1
         return step
 
     def _average_moves(self):
@@ -729,7 +736,12 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
     def _after_load_params(self):
         """Loading ``f_params`` (the chains and their draws) also sets ``n_draws_`` to the
         loaded draws, ``temperature_`` to the saved one and ``convergence_`` to None (it was
-        computed for other draws: call :meth:`diagnose`)."""
+        computed for other draws: call :meth:`diagnose`). Loaded as a fit begins (skorch's
+        ``LoadInitState``), the chains go on as a warm-start continuation
+        (:meth:`_resume_loaded_chains`); the fit sets the fitted attributes when it ends."""
+        if self._fit_split is not None and not self._completed_epochs:
+            self._resume_loaded_chains()
+            return
         if len(self.module_.samples) == 0:
             raise ValueError("the loaded parameters hold no draws (saved before burn-in ended?): "
                              "there is nothing to predict with; the estimator is unchanged")
@@ -737,6 +749,21 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
         self.convergence_ = None
         self.temperature_ = float(self._loaded_recalibration()[0])
         self.fitted_ = self.n_draws_ > 0
+
+    def _resume_loaded_chains(self):
+        """A checkpoint loaded as the fit begins (skorch's ``LoadInitState``) brings the
+        chains, their draws and the sampler's state (momentum, running means) but also its
+        step count, past every step this fit planned to collect at: the fit continues the
+        chains as ``warm_start`` does instead, without burn-in, adding ``n_draws`` draws over
+        its epochs (an adaptive Adam burn-in's fit: over the epochs 'auto' resolved)."""
+        self.optimizer_.param_groups[0]["sampler_step"] = 0
+        self.optimizer_.set_warmup(0)
+        self._average = None
+        adaptive = self._adaptive_burn_in
+        if adaptive is not None:
+            # the loop was planned for the longest burn-in: it ends after these epochs
+            adaptive["stop_after"] = self.max_epochs_ = adaptive["epochs"]
+        self._collect_at = self._collection_steps(0, self._batches_per_epoch)
 
     def on_epoch_begin(self, net, **kwargs):
         """During an adaptive Adam burn-in, decide from the last epoch's validation loss
