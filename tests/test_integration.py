@@ -177,3 +177,27 @@ def test_a_checkpoint_that_restores_an_earlier_epoch_is_not_an_interrupted_fit(t
     assert reg.__sklearn_is_fitted__()
     assert len(reg.history) == 1
     assert np.isfinite(reg.predict(X[:10])).all()
+
+
+@pytest.mark.parametrize("name", ["classifier", "regressor", "l2e"])
+def test_the_history_keeps_the_last_epochs_batch_records(name, monkeypatch):
+    # skorch records every batch; a long fit on a large table would hold hundreds of
+    # thousands of records: the last epochs' are kept whole up to a bound, earlier epochs
+    # keep their epoch-level entries (here: 10 batches an epoch, a bound of 25)
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(640, 3)).astype(np.float32)
+    y = (X[:, 0] > 0).astype(int) if name != "regressor" else X[:, 0] + rng.normal(size=640)
+    make = {"classifier": MTSGDMultiTaskClassifier, "regressor": MTSGDRegressor,
+            "l2e": L2ESamplerClassifier}[name]
+    monkeypatch.setattr(make, "_max_batch_records", 25)
+    kw = dict(n_draws=2) if name == "l2e" else dict(n_particles=2)
+    est = make(max_epochs=6, batch_size=64, train_split=None, random_state=0, warm_start=True,
+               **kw)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        est.fit(X, y)
+        assert [len(epoch["batches"]) for epoch in est.history] == [0] * 4 + [10] * 2
+        assert np.isfinite(est.history[:, "train_loss"]).all() and len(est.history) == 6
+        assert est.history[-1, "batches", -1, "train_batch_size"] == 640 - 9 * 64
+        est.fit(X, y)                                   # a continued fit goes on trimming
+    assert [len(epoch["batches"]) for epoch in est.history] == [0] * 10 + [10] * 2
