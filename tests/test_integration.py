@@ -180,10 +180,11 @@ def test_a_checkpoint_that_restores_an_earlier_epoch_is_not_an_interrupted_fit(t
 
 
 @pytest.mark.parametrize("name", ["classifier", "regressor", "l2e"])
-def test_the_history_keeps_the_last_epochs_batch_records(name, monkeypatch):
+def test_the_history_keeps_the_last_epochs_batch_records(name, monkeypatch, tmp_path):
     # skorch records every batch; a long fit on a large table would hold hundreds of
     # thousands of records: the last epochs' are kept whole up to a bound, earlier epochs
-    # keep their epoch-level entries (here: 10 batches an epoch, a bound of 25)
+    # keep their epoch-level entries and their last batch (skorch's Checkpoint formats its
+    # file names with it) (here: 10 batches an epoch, a bound of 25)
     rng = np.random.default_rng(0)
     X = rng.normal(size=(640, 3)).astype(np.float32)
     y = (X[:, 0] > 0).astype(int) if name != "regressor" else X[:, 0] + rng.normal(size=640)
@@ -191,13 +192,30 @@ def test_the_history_keeps_the_last_epochs_batch_records(name, monkeypatch):
             "l2e": L2ESamplerClassifier}[name]
     monkeypatch.setattr(make, "_max_batch_records", 25)
     kw = dict(n_draws=2) if name == "l2e" else dict(n_particles=2)
+    # a checkpoint of the fifth epoch, loaded after its batches were cut: skorch formats
+    # the file names with that epoch's last batch
+    checkpoint = Checkpoint(dirname=str(tmp_path), monitor=lambda net: len(net.history) == 5)
     est = make(max_epochs=6, batch_size=64, train_split=None, random_state=0, warm_start=True,
-               **kw)
+               callbacks=[("checkpoint", checkpoint)], **kw)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
         est.fit(X, y)
-        assert [len(epoch["batches"]) for epoch in est.history] == [0] * 4 + [10] * 2
+        assert [len(epoch["batches"]) for epoch in est.history] == [1] * 4 + [10] * 2
         assert np.isfinite(est.history[:, "train_loss"]).all() and len(est.history) == 6
-        assert est.history[-1, "batches", -1, "train_batch_size"] == 640 - 9 * 64
+        assert est.history[0, "batches", -1, "train_batch_size"] == 640 - 9 * 64
         est.fit(X, y)                                   # a continued fit goes on trimming
-    assert [len(epoch["batches"]) for epoch in est.history] == [0] * 10 + [10] * 2
+        assert [len(epoch["batches"]) for epoch in est.history] == [1] * 10 + [10] * 2
+        # the checkpoint's files are found by the trimmed history
+        est.load_params(checkpoint=checkpoint)
+    assert len(est.history) == 5
+
+
+def test_an_mtsgd_chunk_drop_last_would_drop_is_refused_and_keeps_the_fitted_model():
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(150, 3)).astype(np.float32)
+    reg = MTSGDRegressor(n_particles=2, max_epochs=2, batch_size=32, train_split=None,
+                         iterator_train__drop_last=True, random_state=0)
+    reg.partial_fit(X, X[:, 0])
+    with pytest.raises(ValueError, match="drops every batch: the 20 training rows"):
+        reg.partial_fit(X[:20], X[:20, 0])
+    assert reg.__sklearn_is_fitted__() and reg.predict(X[:3]).shape == (3,)

@@ -409,6 +409,34 @@ def test_loadinitstate_resumes_the_chains_and_adds_draws(wine, tmp_path, monkeyp
     assert resumed.history[epochs, "train_loss"] < first.history[0, "train_loss"]
 
 
+def test_loadinitstate_before_draws_runs_the_whole_plan_at_the_estimators_step_size(
+        wine, tmp_path):
+    # a checkpoint saved during burn-in holds no draw: the resumed fit burns in again from
+    # its weights, then collects its draws; the step size is the estimator's, not the
+    # checkpoint's (as with warm_start)
+    from skorch.callbacks import Checkpoint, LoadInitState
+
+    Xtr, ytr, _, _ = wine
+    kw = dict(max_epochs=6, burn_in=4, n_draws=2, sampler="sghmc", train_split=None)
+    checkpoint = Checkpoint(dirname=str(tmp_path / "cp"),
+                            monitor=lambda net: len(net.history) == 1)
+    _small(callbacks=[("cp", checkpoint)], step_size=0.03, **kw).fit(Xtr, ytr)
+    resumed = _small(callbacks=[("load", LoadInitState(checkpoint))], step_size=0.001,
+                     **kw).fit(Xtr, ytr)
+    assert [int(n) for n in resumed.history[:, "n_draws"]] == [0] * 5 + [1, 2]
+    assert resumed.optimizer_.sampler.step_size == 0.001
+    assert resumed.optimizer_.param_groups[0]["lr"] == 0.001
+
+
+def test_a_chunk_drop_last_would_drop_is_refused_and_keeps_the_fitted_model(wine):
+    Xtr, ytr, _, _ = wine
+    clf = _small(batch_size=32, iterator_train__drop_last=True, train_split=None)
+    clf.partial_fit(Xtr, ytr)
+    with pytest.raises(ValueError, match="drops every batch: the 20 training rows"):
+        clf.partial_fit(Xtr[:20], ytr[:20])
+    assert clf.__sklearn_is_fitted__() and clf.predict(Xtr[:3]).shape == (3,)
+
+
 def test_function_space_rhat_separates_mixed_from_stuck_chains():
     # Bayesian logistic regression (a linear module) on overlapping classes: one compact
     # posterior mode, so the chains mix

@@ -50,6 +50,13 @@ def _package_version():
     return __version__
 
 
+def _check_a_batch_fills(n_rows, batch):
+    """With ``iterator_train__drop_last=True``, ``n_rows`` training rows must fill a batch."""
+    if n_rows < batch:
+        raise ValueError(f"iterator_train__drop_last=True drops every batch: the {n_rows} "
+                         f"training rows do not fill one batch of {batch}; lower batch_size")
+
+
 class SklmooNetMixin:
     """Divergence (any of: a non-finite loss or parameter; an epoch's mean training loss above
     ``DIVERGENCE_FACTOR`` times the loss of the fit's first mini-batch, or 1) raises ``FloatingPointError`` naming
@@ -533,27 +540,30 @@ class SklmooNetMixin:
             self._trim_batch_records()
         return out
 
-    #: skorch's history keeps a record per batch (``history[i, 'batches']``, about 200 bytes
-    #: and up each): the last epochs' records are kept, whole epochs, up to this many batches;
-    #: earlier epochs keep their epoch-level entries and an empty list of batches. An L2E fit on
-    #: 200,000 rows (1,400 batches an epoch, 330 epochs) held 460,000 of them, about 100 MB
-    _max_batch_records = 100_000
+    #: skorch's history keeps a record per batch (``history[i, 'batches']``, 200-400 bytes
+    #: each in memory and as JSON): the last epochs' records are kept, whole epochs, up to this
+    #: many batches; earlier epochs keep their epoch-level entries and their last batch's
+    #: record (skorch's Checkpoint names its files by it). An L2E fit on 200,000 rows (1,400
+    #: batches an epoch, 330 epochs) held 460,000 of them, about 100 MB; the bound keeps a
+    #: saved history (``f_history``) within what ``load_params`` reads back
+    _max_batch_records = 20_000
 
     def _trim_batch_records(self):
-        """Empty the batch lists of the epochs before the last ones that hold up to
-        ``_max_batch_records`` batches (once the callbacks of the epoch have read it)."""
+        """Cut the batch lists of the epochs before the last ones that hold up to
+        ``_max_batch_records`` batches to their last record (once the callbacks of the epoch
+        have read it)."""
         epochs = list(self.history)                  # the epochs' own dicts
         kept = len(epochs[-1].get("batches", ())) if epochs else 0
         for i in range(len(epochs) - 2, -1, -1):
-            batches = epochs[i].get("batches")
-            if not batches:
-                return                    # emptied earlier, and every epoch before it
+            batches = epochs[i].get("batches", ())
+            if len(batches) <= 1:
+                return                    # cut earlier, and every epoch before it
             kept += len(batches)
             if kept > self._max_batch_records:
                 for epoch in epochs[i::-1]:
-                    if not epoch.get("batches"):
+                    if len(epoch.get("batches", ())) <= 1:
                         return
-                    epoch["batches"] = []
+                    epoch["batches"] = epoch["batches"][-1:]
                 return
 
     def _stopped_early(self):
@@ -641,12 +651,21 @@ class SklmooNetMixin:
         rows = settings.get("batch_size", self._batch_rows())
         batch = n_train if rows == -1 else rows
         if settings.get("drop_last", False):
-            if n_train < batch:
-                raise ValueError(f"iterator_train__drop_last=True drops every batch: the "
-                                 f"{n_train} training rows do not fill one batch of {batch}; "
-                                 "lower batch_size")
+            _check_a_batch_fills(n_train, batch)
             return n_train // batch
         return math.ceil(n_train / max(1, min(batch, n_train)))
+
+    def _check_epoch_rows(self, n_rows):
+        """Refuse, before a fit changes anything, ``n_rows`` rows that
+        ``iterator_train__drop_last=True`` would drop whole (the training rows are at most
+        these; :meth:`_epoch_batches` checks them again after the validation split)."""
+        settings = self.get_params_for("iterator_train")
+        if settings.get("drop_last", False):
+            # 'auto' takes batches of _auto_batch rows up to _auto_batch_large, a 25th above
+            batch = settings.get("batch_size", self._auto_batch
+                                 if isinstance(self.batch_size, str) else self.batch_size)
+            if batch != -1:
+                _check_a_batch_fills(n_rows, batch)
 
     def _auto_patience(self, budget):
         """Early stopping's patience='auto' for an epoch ``budget`` (``_patience_epochs``): a

@@ -368,7 +368,8 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
 
         With ``warm_start=True`` on a fitted estimator (same features and classes), the chains
         continue without burn-in and ``n_draws`` more draws per chain are added, as they do
-        from a checkpoint that skorch's ``LoadInitState`` loads as the fit begins; otherwise
+        from a checkpoint that skorch's ``LoadInitState`` loads as the fit begins (one saved
+        before burn-in ended gets the whole fit, burn-in first); otherwise
         new chains start.
 
         Parameters
@@ -422,6 +423,7 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
             # may already have changed (set_params), so the old model no longer matches them
             self.fitted_ = False
         meta = self._check_params()
+        self._check_epoch_rows(len(y) if y is not None else len(X))
         if continuing:
             # checked before anything changes: a refused continuation keeps the fitted model
             X = self._validate_X(X, reset=False)
@@ -487,9 +489,10 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
             self.max_epochs_ = burn + sampling
             self._adaptive_burn_in = {"sampling": sampling, "epochs": epochs, "best": np.inf,
                                       "misses": 0, "stop_after": None}
-        self.optimizer_.set_warmup(
-            burn * steps_per_epoch if self.burn_in_method_ == "adam" else 0,
-            lr=self._adam_burn_in_lr, weight_decay=self.optimizer_.sampler.weight_decay)
+        self._warmup_plan = (burn * steps_per_epoch if self.burn_in_method_ == "adam" else 0,
+                             dict(lr=self._adam_burn_in_lr,
+                                  weight_decay=self.optimizer_.sampler.weight_decay))
+        self.optimizer_.set_warmup(self._warmup_plan[0], **self._warmup_plan[1])
         self._collect_at = (set() if self._adaptive_burn_in is not None
                             else self._collection_steps(burn, steps_per_epoch))
         self._start_average(self.burn_in_method_ == "adam" and burn > 0
@@ -752,11 +755,19 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
 
     def _resume_loaded_chains(self):
         """A checkpoint loaded as the fit begins (skorch's ``LoadInitState``) brings the
-        chains, their draws and the sampler's state (momentum, running means) but also its
-        step count, past every step this fit planned to collect at: the fit continues the
-        chains as ``warm_start`` does instead, without burn-in, adding ``n_draws`` draws over
-        its epochs (an adaptive Adam burn-in's fit: over the epochs 'auto' resolved)."""
-        self.optimizer_.param_groups[0]["sampler_step"] = 0
+        chains, their draws and the sampler's state (momentum, running means), but also its
+        step count, past every step this fit planned to collect at, and its step size. The
+        fit takes this estimator's step size and, when the checkpoint holds draws, continues
+        the chains as ``warm_start`` does, without burn-in, adding ``n_draws`` draws over its
+        epochs (an adaptive Adam burn-in's fit: over the epochs 'auto' resolved); a checkpoint
+        saved before its burn-in ended (no draw) gets this fit's whole plan, burn-in first,
+        from the loaded weights."""
+        group = self.optimizer_.param_groups[0]
+        group["sampler_step"] = 0
+        group["lr"] = getattr(self.optimizer_.sampler, "step_size", None)
+        if len(self.module_.samples) == 0:
+            self.optimizer_.set_warmup(self._warmup_plan[0], **self._warmup_plan[1])
+            return
         self.optimizer_.set_warmup(0)
         self._average = None
         adaptive = self._adaptive_burn_in

@@ -221,6 +221,7 @@ class MTSGDNetBase(SklmooNetMixin, NeuralNet):
         return np.ones(np.shape(targets))
 
     def _fit_epochs(self, X, targets, weight, fit_params):
+        self._check_epoch_rows(len(targets))
         self.fitted_ = False
         self._start_fit_warnings()
         observed = np.asarray(self._observed(targets))
