@@ -423,7 +423,6 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
             # may already have changed (set_params), so the old model no longer matches them
             self.fitted_ = False
         meta = self._check_params()
-        self._check_epoch_rows(len(y) if y is not None else len(X))
         if continuing:
             # checked before anything changes: a refused continuation keeps the fitted model
             X = self._validate_X(X, reset=False)
@@ -437,6 +436,7 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
             except ValueError as exc:
                 raise ValueError(f"cannot continue the chains: {exc} they were fitted on. Set "
                                  "warm_start=False (or call fit) to start new chains") from exc
+            self._check_epoch_rows(len(codes))
             if self.module_.n_chains != self.n_chains:
                 raise ValueError(
                     f"cannot continue the chains: they were fitted with {self.module_.n_chains} "
