@@ -369,13 +369,14 @@ def test_fit_and_predict_leave_the_global_torch_random_stream_alone(iris, name):
     np.testing.assert_array_equal(other.predict(X), est.predict(X))
 
 
-def test_l2e_refuses_an_early_stopping_callback_that_would_drop_draws(iris):
-    from skorch.callbacks import EarlyStopping
+def test_l2e_refuses_an_early_stopping_callback_that_would_drop_draws(iris, tmp_path):
+    from skorch.callbacks import Checkpoint, EarlyStopping
 
     from sklmoo.estimators import RestoreBestEarlyStopping
 
     X, y = iris
-    for callback in (EarlyStopping(load_best=True), RestoreBestEarlyStopping()):
+    for callback in (EarlyStopping(load_best=True), RestoreBestEarlyStopping(),
+                     Checkpoint(load_best=True, dirname=str(tmp_path))):
         est = _l2e(callbacks=[callback])
         with pytest.raises(ValueError, match="load_best=True.*drop every draw"):
             est.fit(X, y)

@@ -542,17 +542,21 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
         return self._check_weights(weight, np.ones(len(weight), dtype=bool))
 
     def _refuse_restoring_callbacks(self):
-        """An early-stopping callback that restores the best epoch's module would roll the
-        chains and their draws back, silently dropping every draw collected after it."""
-        from skorch.callbacks import EarlyStopping
+        """An early-stopping or checkpoint callback that restores the best epoch's module
+        would roll the chains and their draws back, silently dropping every draw collected
+        after it."""
+        from skorch.callbacks import Checkpoint, EarlyStopping
 
-        restoring = [name for name, cb in self.callbacks_
-                     if isinstance(cb, EarlyStopping) and getattr(cb, "load_best", False)]
+        restoring = [(name, cb) for name, cb in self.callbacks_
+                     if isinstance(cb, (EarlyStopping, Checkpoint))
+                     and getattr(cb, "load_best", False)]
         if restoring:
-            raise ValueError(f"callback {restoring[0]!r} restores the best epoch's weights "
+            name, cb = restoring[0]
+            then = ("sampling then stops early and keeps every draw"
+                    if isinstance(cb, EarlyStopping) else "the checkpoints are still written")
+            raise ValueError(f"callback {name!r} restores the best epoch's weights "
                              "(load_best=True): for SG-MCMC chains that would also drop every "
-                             "draw collected after that epoch. Use load_best=False: sampling "
-                             "then stops early and keeps every draw")
+                             f"draw collected after that epoch. Use load_best=False: {then}")
 
     def _make_sampler(self, meta, n_train, n_steps):
         n = self.n_data or n_train
