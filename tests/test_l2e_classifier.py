@@ -393,6 +393,7 @@ def test_loadinitstate_resumes_the_chains_and_adds_draws(wine, tmp_path, monkeyp
         # longest burn-in, and the resumed fit ends after the epochs 'auto' resolved
         monkeypatch.setattr(L2ESamplerClassifier, "_adam_burn_in_rows", 50)
         monkeypatch.setattr(L2ESamplerClassifier, "_auto_steps", 40)
+        monkeypatch.setattr(L2ESamplerClassifier, "_adam_burn_in_max_epochs", 40)
         kw = dict(max_epochs="auto", n_draws=3, sampler="sghmc")
     checkpoint = Checkpoint(dirname=str(tmp_path / "cp"), monitor=None)
     first = _small(callbacks=[("cp", checkpoint)], **kw).fit(Xtr, ytr)
