@@ -50,13 +50,6 @@ def _package_version():
     return __version__
 
 
-def _check_a_batch_fills(n_rows, batch):
-    """With ``iterator_train__drop_last=True``, ``n_rows`` training rows must fill a batch."""
-    if n_rows < batch:
-        raise ValueError(f"iterator_train__drop_last=True drops every batch: the {n_rows} "
-                         f"training rows do not fill one batch of {batch}; lower batch_size")
-
-
 class SklmooNetMixin:
     """Divergence (any of: a non-finite loss or parameter; an epoch's mean training loss above
     ``DIVERGENCE_FACTOR`` times the loss of the fit's first mini-batch, or 1) raises ``FloatingPointError`` naming
@@ -554,17 +547,13 @@ class SklmooNetMixin:
         have read it)."""
         epochs = list(self.history)                  # the epochs' own dicts
         kept = len(epochs[-1].get("batches", ())) if epochs else 0
-        for i in range(len(epochs) - 2, -1, -1):
-            batches = epochs[i].get("batches", ())
+        for epoch in reversed(epochs[:-1]):
+            batches = epoch.get("batches", ())
             if len(batches) <= 1:
                 return                    # cut earlier, and every epoch before it
             kept += len(batches)
             if kept > self._max_batch_records:
-                for epoch in epochs[i::-1]:
-                    if len(epoch.get("batches", ())) <= 1:
-                        return
-                    epoch["batches"] = epoch["batches"][-1:]
-                return
+                epoch["batches"] = batches[-1:]
 
     def _stopped_early(self):
         """Whether an early-stopping callback ended the loop (skorch's EarlyStopping raises
@@ -643,29 +632,30 @@ class SklmooNetMixin:
             self.max_epochs_ = self._patience_epochs = int(self.max_epochs)
         return self.max_epochs_
 
-    def _epoch_batches(self, n_train):
-        """The optimiser steps of an epoch over ``n_train`` rows: one per batch, the last
-        (partial) one left out with ``iterator_train__drop_last=True``. A custom
-        ``iterator_train`` is taken to batch the same way."""
+    def _epoch_batches(self, n_train, rows=None):
+        """The optimiser steps of an epoch over ``n_train`` rows in batches of ``rows``
+        (default :meth:`_batch_rows`; ``iterator_train__batch_size`` when given): one per
+        batch, the last (partial) one left out with ``iterator_train__drop_last=True``, which
+        needs the rows to fill a batch. A custom ``iterator_train`` is taken to batch the
+        same way."""
         settings = self.get_params_for("iterator_train")
-        rows = settings.get("batch_size", self._batch_rows())
+        rows = settings.get("batch_size", self._batch_rows() if rows is None else rows)
         batch = n_train if rows == -1 else rows
         if settings.get("drop_last", False):
-            _check_a_batch_fills(n_train, batch)
+            if n_train < batch:
+                raise ValueError(f"iterator_train__drop_last=True drops every batch: the "
+                                 f"{n_train} training rows do not fill one batch of {batch}; "
+                                 "lower batch_size")
             return n_train // batch
         return math.ceil(n_train / max(1, min(batch, n_train)))
 
     def _check_epoch_rows(self, n_rows):
         """Refuse, before a fit changes anything, ``n_rows`` rows that
         ``iterator_train__drop_last=True`` would drop whole (the training rows are at most
-        these; :meth:`_epoch_batches` checks them again after the validation split)."""
-        settings = self.get_params_for("iterator_train")
-        if settings.get("drop_last", False):
-            # 'auto' takes batches of _auto_batch rows up to _auto_batch_large, a 25th above
-            batch = settings.get("batch_size", self._auto_batch
-                                 if isinstance(self.batch_size, str) else self.batch_size)
-            if batch != -1:
-                _check_a_batch_fills(n_rows, batch)
+        these; :meth:`_epoch_batches` checks them again after the validation split). 'auto'
+        batches are ``_auto_batch`` rows up to ``_auto_batch_large`` rows, a 25th above."""
+        self._epoch_batches(n_rows, self._auto_batch if isinstance(self.batch_size, str)
+                            else self.batch_size)
 
     def _auto_patience(self, budget):
         """Early stopping's patience='auto' for an epoch ``budget`` (``_patience_epochs``): a
