@@ -63,10 +63,11 @@ def function_space_terms(outputs, params, bandwidth="median", smooth_drive=True)
     grads = torch.autograd.grad(outputs, params,
                                 grad_outputs=v.reshape(m, *outputs.shape).to(outputs.dtype),
                                 is_grads_batched=True, retain_graph=True, allow_unused=True)
-    per_target = [torch.zeros((m, *p.shape), dtype=p.dtype, device=p.device) if g is None
-                  else g for g, p in zip(grads, params)]
-    repulsive = torch.stack([flatten_particles([g[b] for g in per_target]).sum(0)
-                             for b in range(m)])
+    # R_b sums particle a's gradient blocks over a: summed per tensor (m targets, ...), then
+    # flattened once
+    repulsive = flatten_particles([
+        torch.zeros((m, *p.shape[1:]), dtype=p.dtype, device=p.device) if g is None
+        else g.sum(1) for g, p in zip(grads, params)])
     matrix = k if smooth_drive else m * torch.eye(m, dtype=k.dtype, device=k.device)
     return SteinKernelTerms(matrix=matrix, sigma2=sigma2, repulsive=repulsive.detach(),
                             trace_sum=None)
