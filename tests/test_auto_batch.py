@@ -231,7 +231,7 @@ class _StepRecorder(_Recorder):
 
 
 def test_l2e_starts_sampling_from_the_average_of_its_adam_burn_in():
-    # above 8,192 training rows L2E burns in with Adam and averages the chains' weights over
+    # above 1,024 training rows L2E burns in with Adam and averages the chains' weights over
     # the burn-in's steps: each burn-in epoch continues from the last Adam iterate (the same
     # steps as without the average), and the sampler starts from the average
     from skorch.callbacks import Callback
@@ -266,11 +266,18 @@ def test_l2e_starts_sampling_from_the_average_of_its_adam_burn_in():
     for got, want in zip(plain_rec.begins[burn], plain_rec.steps[burn - 1]):
         np.testing.assert_array_equal(got, want)
     assert averaged.n_draws_ == 2 and np.isfinite(averaged.predict_proba(X[:5])).all()
-    # a small table's Adam burn-in (asked for) hands its last iterate to the sampler
-    small, small_rec = fit(0.99, n=3000, method="adam")
-    cut = 2 * math.ceil(3000 / 128)
+    # a small table's Adam burn-in (asked for, up to 1,024 rows) hands its last iterate on
+    small, small_rec = fit(0.99, n=1000, method="adam")
+    cut = 2 * math.ceil(1000 / 128)
     for got, want in zip(small_rec.begins[cut], small_rec.steps[cut - 1]):
         np.testing.assert_array_equal(got, want)
+    # above 1,024 rows 'auto' burns in with Adam and averages
+    mid, mid_rec = fit(0.99, n=1500)
+    mid_plain, mid_plain_rec = fit(None, n=1500)
+    cut = 2 * math.ceil(1500 / 128)
+    assert mid.burn_in_method_ == "adam"
+    for got, want in zip(mid_rec.begins[cut], _ema_reference(mid_plain_rec.steps[:cut], 0.99)):
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
 
 
 class _ShortEpochs(DataLoader):

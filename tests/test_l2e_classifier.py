@@ -113,6 +113,24 @@ def test_draws_are_collected_after_burn_in_at_spread_epochs(wine):
     assert len(cycles) >= 3                                   # spread over the cycles
 
 
+def test_auto_burn_in_is_adam_above_1024_rows_then_at_most_10_sampling_epochs():
+    # a table of 1,500 rows: Adam burns in, the sampler then runs 10 epochs (not
+    # the 42 that hold 500 steps) and every draw is taken in them; 1,000 rows: the sampler
+    # burns in itself, as in the paper
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(1500, 3)).astype(np.float32)
+    y = (X[:, 0] + 0.5 * rng.normal(size=1500) > 0).astype(int)
+    clf = _small(max_epochs=30, n_draws=5, batch_size=128, train_split=None).fit(X, y)
+    per_epoch = int(np.ceil(1500 / 128))
+    assert clf.burn_in_method_ == "adam"
+    assert min(clf._collect_at) >= 20 * per_epoch and max(clf._collect_at) == 30 * per_epoch - 1
+    assert clf.n_draws_ == 5
+    small = _small(max_epochs=30, n_draws=5, batch_size=128, train_split=None).fit(X[:1000],
+                                                                                  y[:1000])
+    assert small.burn_in_method_ == "sampler"
+    assert min(small._collect_at) >= 15 * int(np.ceil(1000 / 128))
+
+
 def test_adam_burn_in_optimises_then_samples_with_draws_at_spread_steps(wine, monkeypatch):
     Xtr, ytr, _, _ = wine
     adam_steps = []
@@ -389,7 +407,7 @@ def test_loadinitstate_resumes_the_chains_and_adds_draws(wine, tmp_path, monkeyp
     Xtr, ytr, _, _ = wine
     kw = dict(max_epochs=6, n_draws=3, sampler="sghmc", train_split=None)
     if adaptive:
-        # an adaptive Adam burn-in (the default above 8,192 rows): the loop is planned for its
+        # an adaptive Adam burn-in (the default above 1,024 rows): the loop is planned for its
         # longest burn-in, and the resumed fit ends after the epochs 'auto' resolved
         monkeypatch.setattr(L2ESamplerClassifier, "_adam_burn_in_rows", 50)
         monkeypatch.setattr(L2ESamplerClassifier, "_auto_steps", 40)

@@ -58,9 +58,10 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
     from a meta-learned per-coordinate MLP (sklmoo ships one, meta-trained on digits-derived and
     synthetic tasks only), or the SGHMC / cyclical SGHMC baselines. After ``burn_in`` epochs,
     ``n_draws`` draws per chain are collected; predictions are the Bayesian model average over
-    all draws of all chains. On more than 8,192 training rows the burn-in is, by default,
+    all draws of all chains. On more than 1,024 training rows the burn-in is, by default,
     Adam on each chain's loss plus the prior's penalty (until the validation loss stops
-    improving), and the sampler runs about 500 steps from there (``burn_in_method``).
+    improving), and the sampler runs about 500 steps (at most 10 epochs) from there
+    (``burn_in_method``).
 
     The target is the posterior :math:`p(\\theta|D) \\propto \\exp(-N\\,\\overline{\\ell}(\\theta)
     / T)\\,\\mathcal N(\\theta; 0, \\lambda^{-1} I)` (``T`` the temperature, ``λ`` the prior
@@ -94,11 +95,11 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
         whatever the batch, hence the budget in steps and the large default batch. With the
         Adam burn-in and a validation split, 'auto' runs Adam until the validation loss has
         not improved for 5 epochs (at most 500 epochs), then the epochs holding about 500
-        sampler steps (at least one epoch); ``max_epochs_`` is then the number of epochs run.
+        sampler steps (1 to 10 epochs); ``max_epochs_`` is then the number of epochs run.
     burn_in : int, default=None
         Epochs discarded before collecting. None: half of ``max_epochs`` for 'l2e' and 'sghmc',
         none for 'csgmcmc' (its exploration phases play that role); with the Adam burn-in, all
-        but the last epochs holding about 500 sampler steps (at least one epoch samples, at
+        but the last epochs holding about 500 sampler steps (1 to 10 epochs sample, at
         least half of the epochs burn in), or with ``max_epochs='auto'`` and a validation
         split until the validation loss stops improving. A continued fit (``warm_start``,
         ``partial_fit``) does not burn in again.
@@ -106,8 +107,8 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
         How the burn-in epochs move the chains. 'sampler': the sampler's own transition.
         'adam': each chain minimises its mean loss plus the prior's penalty (weight decay
         ``prior_precision / N``) with Adam (learning rate 1e-3); the sampler then starts from
-        there (above 8,192 training rows, from the average of Adam's iterates). 'auto':
-        'adam' with more than 8,192 training rows, where the sampler's small steps
+        there (above 1,024 training rows, from the average of Adam's iterates). 'auto':
+        'adam' with more than 1,024 training rows, where the sampler's small steps
         (:math:`\\epsilon = \\sqrt{s/N}`) need many epochs to reach the posterior's bulk,
         except for 'csgmcmc'; 'sampler' otherwise. ``burn_in_method_`` holds the one
         used; when it is 'adam', the draws (of a continued fit too) are taken at evenly spaced
@@ -263,7 +264,10 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
     _auto_steps = 500
 
     #: ``burn_in_method='auto'``: Adam above this many training rows
-    _adam_burn_in_rows = 8192
+    _adam_burn_in_rows = 1024
+    #: after an Adam burn-in the sampler runs about ``_auto_steps`` steps, at most this many
+    #: epochs (a small table's epochs are a few steps each)
+    _adam_sampling_epochs = 10
     #: the Adam burn-in's learning rate (torch's and scikit-learn's MLP default)
     _adam_burn_in_lr = 1e-3
     #: with 'auto' epochs and a validation split, the Adam burn-in ends once the validation
@@ -591,9 +595,11 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
             return 0
         if self.burn_in_method_ == "adam":
             # the chains start sampling near a mode: about _auto_steps sampler steps (at
-            # least one epoch), and at least half of the epochs burn in
-            return max(epochs // 2,
-                       epochs - max(1, math.ceil(self._auto_steps / steps_per_epoch)))
+            # least one epoch, at most _adam_sampling_epochs), and at least half of the
+            # epochs burn in
+            sampling = min(self._adam_sampling_epochs,
+                           max(1, math.ceil(self._auto_steps / steps_per_epoch)))
+            return max(epochs // 2, epochs - sampling)
         return epochs // 2
 
     def _collection_steps(self, burn, steps_per_epoch):
