@@ -374,11 +374,23 @@ def test_warm_start_and_partial_fit_continue_the_chains(wine):
     assert fresh.classes_.tolist() == [0, 1] and fresh.n_draws_ == 3
 
 
+def test_more_draws_than_the_fit_can_collect_are_warned_about(wine):
+    # one draw per epoch end after burn-in: 8 epochs, 4 of them burn-in, hold 4 of the 10
+    Xtr, ytr, _, _ = wine
+    with pytest.warns(UserWarning, match=r"n_draws=10 asks for more draws than the 4 epoch "
+                                         r"ends after burn-in: 4 per chain"):
+        clf = _small(max_epochs=8, n_draws=10, train_split=None).fit(Xtr, ytr)
+    assert clf.n_draws_ == 4
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert _small(max_epochs=8, n_draws=4, train_split=None).fit(Xtr, ytr).n_draws_ == 4
+
+
 def test_every_planned_draw_is_collected_with_drop_last(wine):
     # 106 training rows in batches of 16: 7 batches an epoch, 6 with drop_last; draws come at
     # the ends of the epochs after burn-in, all of them
     Xtr, ytr, _, _ = wine
-    clf = _small(max_epochs=6, n_draws=10, burn_in=3, sampler="sghmc", train_split=None,
+    clf = _small(max_epochs=6, n_draws=3, burn_in=3, sampler="sghmc", train_split=None,
                  iterator_train__drop_last=True).fit(Xtr, ytr)
     assert clf.n_draws_ == 3 and clf.fit_warnings_ == []
     assert clf.optimizer_.param_groups[0]["sampler_step"] == 6 * (len(ytr) // 16)
@@ -392,7 +404,7 @@ def test_every_planned_draw_is_collected_with_drop_last(wine):
             super().__init__(dataset, drop_last=True, **kwargs)
 
     with pytest.warns(UserWarning, match="collected 2 of the 3 draws per chain planned"):
-        short = _small(max_epochs=6, n_draws=10, burn_in=3, sampler="sghmc",
+        short = _small(max_epochs=6, n_draws=3, burn_in=3, sampler="sghmc",
                        train_split=None, iterator_train=Short).fit(Xtr, ytr)
     assert short.n_draws_ == 2
 

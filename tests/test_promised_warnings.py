@@ -40,6 +40,13 @@ HERE = "tests/test_promised_warnings.py"
 #: (documents (glob), regular expression over the whitespace-collapsed text without backticks,
 #: what backs it: "test_file.py::test_name" or "not a promise: why")
 CLAIMS = [
+    # L2E asked for more draws than its fit can collect says so
+    ("docs/changelog.rst", r"L2E collected fewer draws than n_draws asked for, silently.*It "
+     r"now warns.*test_more_draws_than_the_fit_can_collect_are_warned_about",
+     "tests/test_l2e_classifier.py::test_more_draws_than_the_fit_can_collect_are_warned_about"),
+    ("sklmoo/estimators/_l2e_classifier.py", r"Draws collected per chain and fit call \(fewer, "
+     r"with a warning, when the fit has fewer\)",
+     "tests/test_l2e_classifier.py::test_more_draws_than_the_fit_can_collect_are_warned_about"),
     # an L2E fit whose custom iterator gives fewer batches than counted says so
     ("docs/changelog.rst", r"an L2E fit whose custom iterator_train gives fewer batches than "
      r"counted warns",

@@ -58,10 +58,9 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
     from a meta-learned per-coordinate MLP (sklmoo ships one, meta-trained on digits-derived and
     synthetic tasks only), or the SGHMC / cyclical SGHMC baselines. After ``burn_in`` epochs,
     ``n_draws`` draws per chain are collected; predictions are the Bayesian model average over
-    all draws of all chains. On more than 1,024 training rows the burn-in is, by default,
-    Adam on each chain's loss plus the prior's penalty (until the validation loss stops
-    improving), and the sampler runs about 500 steps (at most 10 epochs) from there
-    (``burn_in_method``).
+    all draws of all chains. Above 1,024 training rows the default burn-in is Adam on each
+    chain's loss plus the prior's penalty until the validation loss stops improving, then
+    the sampler runs about 500 steps, at most 10 epochs (``burn_in_method``).
 
     The target is the posterior :math:`p(\\theta|D) \\propto \\exp(-N\\,\\overline{\\ell}(\\theta)
     / T)\\,\\mathcal N(\\theta; 0, \\lambda^{-1} I)` (``T`` the temperature, ``λ`` the prior
@@ -114,9 +113,9 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
         used; when it is 'adam', the draws (of a continued fit too) are taken at evenly spaced
         steps instead of epoch ends.
     n_draws : int, default=20
-        Draws collected per chain and fit call, at evenly spaced epoch ends after burn-in (for
-        'csgmcmc', at evenly spaced steps of the sampling phases; with the Adam burn-in, at
-        evenly spaced steps); predictions average
+        Draws collected per chain and fit call (fewer, with a warning, when the fit has
+        fewer), at evenly spaced epoch ends after burn-in (for 'csgmcmc' and after an Adam
+        burn-in, at evenly spaced sampling steps); predictions average
         ``n_chains * n_draws_`` networks.
     step_size : float, default=None
         :math:`s` in the time step :math:`\\epsilon = \\sqrt{s / N}`. None: 1.0 for 'l2e' (its
@@ -619,6 +618,12 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
         else:
             candidates = np.arange(burn + 1, epochs + 1) * steps_per_epoch - 1   # epoch ends
         n = min(self.n_draws, len(candidates))
+        if n < self.n_draws:
+            where = ("steps" if self.sampler == "csgmcmc" or self.burn_in_method_ == "adam"
+                     else "epoch ends")
+            self._warn(f"n_draws={self.n_draws} asks for more draws than the {len(candidates)} "
+                       f"{where} after burn-in: {n} per chain are collected (raise max_epochs "
+                       f"or lower n_draws)")
         # evenly spaced, ending at the last candidate
         index = len(candidates) - 1 - (np.arange(n) * len(candidates)) // n
         return set(int(s) for s in candidates[index])
