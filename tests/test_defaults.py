@@ -478,7 +478,7 @@ def test_prior_precision_is_weight_decay_scaled_by_n():
 def test_default_fit_on_a_well_posed_table_is_silent():
     X, y = _scaled(load_breast_cancer)
     for est in (MTSGDMultiTaskClassifier(random_state=0),
-                L2ESamplerClassifier(max_epochs=30, random_state=0),
+                L2ESamplerClassifier(max_epochs=30, n_draws=15, random_state=0),
                 MTSGDRegressor(random_state=0)):
         target = X[:, 0] * 2 + X[:, 1] if isinstance(est, MTSGDRegressor) else y
         with warnings.catch_warnings():
