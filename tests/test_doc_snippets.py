@@ -94,6 +94,9 @@ def test_the_extractor_reads_directives_options_and_indentation():
     assert _markdown_blocks(md) == [("python", 3, "a = 1"), ("bash", 6, "make")]
 
 
+# a reader who runs a block as written sees no UserWarning from it (a quick start that fitted 30
+# epochs with the default 20 draws warned that 15 were collected)
+@pytest.mark.filterwarnings("error::UserWarning")
 @pytest.mark.parametrize("path", DOCUMENTS)
 def test_document_code_runs_as_written(path, tmp_path, monkeypatch):
     import matplotlib
