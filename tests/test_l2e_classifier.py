@@ -377,13 +377,35 @@ def test_warm_start_and_partial_fit_continue_the_chains(wine):
 def test_more_draws_than_the_fit_can_collect_are_warned_about(wine):
     # one draw per epoch end after burn-in: 8 epochs, 4 of them burn-in, hold 4 of the 10
     Xtr, ytr, _, _ = wine
-    with pytest.warns(UserWarning, match=r"n_draws=10 asks for more draws than the 4 epoch "
-                                         r"ends after burn-in: 4 per chain"):
+    with pytest.warns(UserWarning, match=r"n_draws=10 asks for more draws than this fit's 4 "
+                                         r"epoch ends after burn-in: 4 per chain") as record:
         clf = _small(max_epochs=8, n_draws=10, train_split=None).fit(Xtr, ytr)
-    assert clf.n_draws_ == 4
+    assert clf.n_draws_ == 4 and len([w for w in record if "n_draws=10" in str(w.message)]) == 1
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert _small(max_epochs=8, n_draws=4, train_split=None).fit(Xtr, ytr).n_draws_ == 4
+    # a continued fit has no burn-in: its 8 epoch ends hold 8 of 10, said once
+    with pytest.warns(UserWarning, match=r"this fit's 8 epoch ends") as record:
+        clf.set_params(warm_start=True).fit(Xtr, ytr)
+    assert clf.n_draws_ == 12 and len([w for w in record if "n_draws" in str(w.message)]) == 1
+
+
+def test_auto_budgets_hold_the_default_draws():
+    # 'auto' epochs give n_draws draws at the defaults whatever the batch: full batches after
+    # an Adam burn-in sample 100 steps (10 epochs would be 10 steps), and the sampler's own
+    # burn-in on a table of 3,000 rows runs 40 epochs (was 21: 10 epoch ends for 20 draws)
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(3000, 3)).astype(np.float32)
+    y = (X[:, 0] + 0.5 * rng.normal(size=3000) > 0).astype(int)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        full = _small(max_epochs="auto", n_draws=20, batch_size=-1, train_split=None).fit(
+            X[:1500], y[:1500])
+        own = _small(max_epochs="auto", n_draws=20, batch_size=128, train_split=None,
+                     burn_in_method="sampler").fit(X, y)
+    assert full.burn_in_method_ == "adam" and full.max_epochs_ == 500
+    assert min(full._collect_at) >= 400 and max(full._collect_at) == 499
+    assert full.n_draws_ == 20 and own.n_draws_ == 20 and own.max_epochs_ == 40
 
 
 def test_every_planned_draw_is_collected_with_drop_last(wine):

@@ -44,6 +44,9 @@ CLAIMS = [
     ("docs/changelog.rst", r"L2E collected fewer draws than n_draws asked for, silently.*It "
      r"now warns.*test_more_draws_than_the_fit_can_collect_are_warned_about",
      "tests/test_l2e_classifier.py::test_more_draws_than_the_fit_can_collect_are_warned_about"),
+    ("docs/user_guide.rst", r"An L2E fit that cannot hold n_draws draws .{0,80}says so in a "
+     r"warning",
+     "tests/test_l2e_classifier.py::test_more_draws_than_the_fit_can_collect_are_warned_about"),
     ("sklmoo/estimators/_l2e_classifier.py", r"Draws collected per chain and fit call \(fewer, "
      r"with a warning, when the fit has fewer\)",
      "tests/test_l2e_classifier.py::test_more_draws_than_the_fit_can_collect_are_warned_about"),

@@ -60,7 +60,7 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
     ``n_draws`` draws per chain are collected; predictions are the Bayesian model average over
     all draws of all chains. Above 1,024 training rows the default burn-in is Adam on each
     chain's loss plus the prior's penalty until the validation loss stops improving, then
-    the sampler runs about 500 steps, at most 10 epochs (``burn_in_method``).
+    the sampler runs up to 500 steps (``burn_in_method``).
 
     The target is the posterior :math:`p(\\theta|D) \\propto \\exp(-N\\,\\overline{\\ell}(\\theta)
     / T)\\,\\mathcal N(\\theta; 0, \\lambda^{-1} I)` (``T`` the temperature, ``λ`` the prior
@@ -89,17 +89,18 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
         Independent chains, each from its own initialisation; more chains explore more modes
         and give better diagnostics, at a proportional cost.
     max_epochs : int or 'auto', default='auto'
-        Epochs per call to ``fit``. 'auto': about 500 sampler steps (20 to 500 epochs;
-        ``max_epochs_`` holds the number chosen). The cost per step is the transition,
-        whatever the batch, hence the budget in steps and the large default batch. With the
-        Adam burn-in and a validation split, 'auto' runs Adam until the validation loss has
-        not improved for 5 epochs (at most 500 epochs), then the epochs holding about 500
-        sampler steps (1 to 10 epochs); ``max_epochs_`` is then the number of epochs run.
+        Epochs per call to ``fit``. 'auto': about 500 sampler steps (20 to 500 epochs, and
+        with the sampler's burn-in at least ``2 * n_draws``; ``max_epochs_`` holds the number
+        chosen). The cost per step is the transition, whatever the batch, hence the budget in
+        steps and the large default batch. With the Adam burn-in and a validation split,
+        'auto' runs Adam until the validation loss has not improved for 5 epochs (at most
+        500 epochs), then the sampling epochs; ``max_epochs_`` is then the number of epochs
+        run.
     burn_in : int, default=None
         Epochs discarded before collecting. None: half of ``max_epochs`` for 'l2e' and 'sghmc',
         none for 'csgmcmc' (its exploration phases play that role); with the Adam burn-in, all
-        but the last epochs holding about 500 sampler steps (1 to 10 epochs sample, at
-        least half of the epochs burn in), or with ``max_epochs='auto'`` and a validation
+        but the last epochs holding about min(500, max(100, ten epochs)) sampler steps (at
+        least one epoch; at least half of the epochs burn in), or with ``max_epochs='auto'`` and a validation
         split until the validation loss stops improving. A continued fit (``warm_start``,
         ``partial_fit``) does not burn in again.
     burn_in_method : {'auto', 'sampler', 'adam'}, default='auto'
@@ -265,8 +266,10 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
     #: ``burn_in_method='auto'``: Adam above this many training rows
     _adam_burn_in_rows = 1024
     #: after an Adam burn-in the sampler runs about ``_auto_steps`` steps, at most this many
-    #: epochs (a small table's epochs are a few steps each)
+    #: epochs (a small table's epochs are a few steps each) unless they hold fewer than
+    #: ``_adam_min_sampling_steps`` steps (large batches)
     _adam_sampling_epochs = 10
+    _adam_min_sampling_steps = 100
     #: the Adam burn-in's learning rate (torch's and scikit-learn's MLP default)
     _adam_burn_in_lr = 1e-3
     #: with 'auto' epochs and a validation split, the Adam burn-in ends once the validation
@@ -469,7 +472,13 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
                                                         **fit_params)
         n_train = len(dataset_train)
         data_weight = self._data_weight(dataset_train, weight[:, None], observed)
+        self.burn_in_method_ = self._resolve_burn_in_method(n_train)
         epochs = self._resolve_epochs(n_train)
+        if (isinstance(self.max_epochs, str) and not continuing and self.burn_in is None
+                and self.burn_in_method_ == "sampler" and self.sampler != "csgmcmc"):
+            # one draw per epoch end after a burn-in of half the epochs: 'auto' gives n_draws
+            self.max_epochs_ = epochs = min(max(epochs, 2 * self.n_draws),
+                                            self._auto_epoch_bounds[1])
         steps_per_epoch = self._batches_per_epoch
         if not continuing and self.burn_in is not None and self.burn_in >= epochs:
             raise ValueError(f"burn_in={self.burn_in} leaves none of the {epochs} epochs of "
@@ -477,7 +486,6 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
         self.optimizer_.set_sampler(self._make_sampler(meta, data_weight,
                                                        epochs * steps_per_epoch))
         self.optimizer_.param_groups[0]["sampler_step"] = 0
-        self.burn_in_method_ = self._resolve_burn_in_method(n_train)
         burn = self._burn_in_epochs(continuing, steps_per_epoch)
         if self.burn_in_method == "adam" and burn == 0 and not continuing:
             why = f"the default for {self.sampler!r}" if self.burn_in is None else "burn_in=0"
@@ -515,6 +523,8 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
                              f"{self._burn_in_end(steps_per_epoch)}); the "
                              "estimator is not fitted: lower burn_in or the early-stopping "
                              "patience")
+        if 0 < len(self._collect_at) < self.n_draws:
+            self._warn_fewer_draws(continuing or self.burn_in is not None)
         if self._collected < len(self._collect_at) and not self._stopped_early():
             self._warn(f"collected {self._collected} of the {len(self._collect_at)} draws per "
                        f"chain planned: the training iterator gave fewer batches than "
@@ -593,11 +603,13 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
         if self.sampler == "csgmcmc":
             return 0
         if self.burn_in_method_ == "adam":
-            # the chains start sampling near a mode: about _auto_steps sampler steps (at
-            # least one epoch, at most _adam_sampling_epochs), and at least half of the
+            # the chains start sampling near a mode: about _auto_steps sampler steps, but at
+            # most _adam_sampling_epochs epochs unless that is fewer than
+            # _adam_min_sampling_steps steps (at least one epoch); at least half of the
             # epochs burn in
-            sampling = min(self._adam_sampling_epochs,
-                           max(1, math.ceil(self._auto_steps / steps_per_epoch)))
+            target = min(self._auto_steps, max(self._adam_min_sampling_steps,
+                                               self._adam_sampling_epochs * steps_per_epoch))
+            sampling = max(1, math.ceil(target / steps_per_epoch))
             return max(epochs // 2, epochs - sampling)
         return epochs // 2
 
@@ -618,15 +630,25 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
         else:
             candidates = np.arange(burn + 1, epochs + 1) * steps_per_epoch - 1   # epoch ends
         n = min(self.n_draws, len(candidates))
-        if n < self.n_draws:
-            where = ("steps" if self.sampler == "csgmcmc" or self.burn_in_method_ == "adam"
-                     else "epoch ends")
-            self._warn(f"n_draws={self.n_draws} asks for more draws than the {len(candidates)} "
-                       f"{where} after burn-in: {n} per chain are collected (raise max_epochs "
-                       f"or lower n_draws)")
         # evenly spaced, ending at the last candidate
         index = len(candidates) - 1 - (np.arange(n) * len(candidates)) // n
         return set(int(s) for s in candidates[index])
+
+    def _warn_fewer_draws(self, fixed_burn_in):
+        """The fit collects fewer draws than ``n_draws``: one per candidate step (an epoch
+        end, a sampling step) at most; say so, and what gives more."""
+        k = len(self._collect_at)
+        advice = "raise max_epochs or lower n_draws"
+        if self.sampler == "csgmcmc":
+            where = "steps in the sampling phases"
+        elif self.burn_in_method_ == "adam":
+            where = "sampler steps"
+            if not fixed_burn_in:       # the sampling phase does not grow with max_epochs
+                advice = "lower n_draws or batch_size, or set burn_in"
+        else:
+            where = "epoch ends after burn-in"
+        self._warn(f"n_draws={self.n_draws} asks for more draws than this fit's {k} {where}: "
+                   f"{k} per chain were collected ({advice})")
 
     def _probe_convergence(self, X):
         """``convergence_`` on a probe of the training inputs; a ``ConvergenceWarning`` only
