@@ -125,6 +125,9 @@ def test_auto_burn_in_is_adam_above_1024_rows_then_at_most_10_sampling_epochs():
     assert clf.burn_in_method_ == "adam"
     assert min(clf._collect_at) >= 20 * per_epoch and max(clf._collect_at) == 30 * per_epoch - 1
     assert clf.n_draws_ == 5
+    # a continued fit on fewer rows does not burn in: the chains' burn-in stays Adam's
+    clf.set_params(warm_start=True, max_epochs=4).fit(X[:300], y[:300])
+    assert clf.burn_in_method_ == "adam" and clf.n_draws_ == 10
     small = _small(max_epochs=30, n_draws=5, batch_size=128, train_split=None).fit(X[:1000],
                                                                                   y[:1000])
     assert small.burn_in_method_ == "sampler"

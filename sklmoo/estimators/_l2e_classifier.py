@@ -198,7 +198,7 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
     max_epochs_, n_train_, n_valid_ : int
         The epoch budget of the last fit; the rows sampled on and held out.
     burn_in_method_ : {'sampler', 'adam'}
-        How the last fit burned in (``burn_in_method`` resolved).
+        How the chains burned in (``burn_in_method`` resolved; a continued fit keeps it).
     fit_warnings_ : list of str
         The warnings of the last fit (kept when they were raised in a joblib worker too).
     history : skorch History
@@ -472,7 +472,9 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
                                                         **fit_params)
         n_train = len(dataset_train)
         data_weight = self._data_weight(dataset_train, weight[:, None], observed)
-        self.burn_in_method_ = self._resolve_burn_in_method(n_train)
+        if not (continuing and hasattr(self, "burn_in_method_")):
+            # a continued fit does not burn in: the chains' burn-in stays the one they had
+            self.burn_in_method_ = self._resolve_burn_in_method(n_train)
         epochs = self._resolve_epochs(n_train)
         if (isinstance(self.max_epochs, str) and not continuing and self.burn_in is None
                 and self.burn_in_method_ == "sampler" and self.sampler != "csgmcmc"):
@@ -647,6 +649,8 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
                 advice = "lower n_draws or batch_size, or set burn_in"
         else:
             where = "epoch ends after burn-in"
+        if k == 1:
+            where = where.replace("ends", "end").replace("steps", "step")
         self._warn(f"n_draws={self.n_draws} asks for more draws than this fit's {k} {where}: "
                    f"{k} per chain were collected ({advice})")
 
