@@ -198,7 +198,7 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
     max_epochs_, n_train_, n_valid_ : int
         The epoch budget of the last fit; the rows sampled on and held out.
     burn_in_method_ : {'sampler', 'adam'}
-        How the chains burned in (``burn_in_method`` resolved; a continued fit keeps it).
+        How the chains burned in (``burn_in_method`` resolved).
     fit_warnings_ : list of str
         The warnings of the last fit (kept when they were raised in a joblib worker too).
     history : skorch History
