@@ -113,13 +113,18 @@ def test_draws_are_collected_after_burn_in_at_spread_epochs(wine):
     assert len(cycles) >= 3                                   # spread over the cycles
 
 
+def _noisy_boundary(n):
+    """n rows of 3 standard-normal features, the label a noisy sign of the first."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(n, 3)).astype(np.float32)
+    return X, (X[:, 0] + 0.5 * rng.normal(size=n) > 0).astype(int)
+
+
 def test_auto_burn_in_is_adam_above_1024_rows_then_at_most_10_sampling_epochs():
     # a table of 1,500 rows: Adam burns in, the sampler then runs 10 epochs (not
     # the 42 that hold 500 steps) and every draw is taken in them; 1,000 rows: the sampler
     # burns in itself, as in the paper
-    rng = np.random.default_rng(0)
-    X = rng.normal(size=(1500, 3)).astype(np.float32)
-    y = (X[:, 0] + 0.5 * rng.normal(size=1500) > 0).astype(int)
+    X, y = _noisy_boundary(1500)
     clf = _small(max_epochs=30, n_draws=5, batch_size=128, train_split=None).fit(X, y)
     per_epoch = int(np.ceil(1500 / 128))
     assert clf.burn_in_method_ == "adam"
@@ -397,9 +402,7 @@ def test_auto_budgets_hold_the_default_draws():
     # 'auto' epochs give n_draws draws at the defaults whatever the batch: full batches after
     # an Adam burn-in sample 100 steps (10 epochs would be 10 steps), and the sampler's own
     # burn-in on a table of 3,000 rows runs 40 epochs (was 21: 10 epoch ends for 20 draws)
-    rng = np.random.default_rng(0)
-    X = rng.normal(size=(3000, 3)).astype(np.float32)
-    y = (X[:, 0] + 0.5 * rng.normal(size=3000) > 0).astype(int)
+    X, y = _noisy_boundary(3000)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         full = _small(max_epochs="auto", n_draws=20, batch_size=-1, train_split=None).fit(

@@ -616,9 +616,11 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
         return epochs // 2
 
     def _collection_steps(self, burn, steps_per_epoch):
-        """Sampler steps of this call (0-based) after which a draw is collected."""
+        """Sampler steps of this call (0-based) after which a draw is collected (at most one
+        per candidate step; ``_collect_kind`` names the candidates)."""
         epochs = self.max_epochs_
         if self.sampler == "csgmcmc":
+            self._collect_kind = "steps in the sampling phases"
             # any step of a sampling phase (cycles can be shorter than an epoch)
             sampling = self.optimizer_.sampler.is_sampling
             candidates = np.array([s for s in range(burn * steps_per_epoch,
@@ -628,9 +630,11 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
                                  f"{self.n_cycles} cycles: raise max_epochs or lower n_cycles")
         elif self.burn_in_method_ == "adam":
             # any step of the sampling epochs (a large table's are few and long)
+            self._collect_kind = "sampler steps"
             candidates = np.arange(burn * steps_per_epoch, epochs * steps_per_epoch)
         else:
-            candidates = np.arange(burn + 1, epochs + 1) * steps_per_epoch - 1   # epoch ends
+            self._collect_kind = "epoch ends after burn-in"
+            candidates = np.arange(burn + 1, epochs + 1) * steps_per_epoch - 1
         n = min(self.n_draws, len(candidates))
         # evenly spaced, ending at the last candidate
         index = len(candidates) - 1 - (np.arange(n) * len(candidates)) // n
@@ -639,16 +643,11 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
     def _warn_fewer_draws(self, fixed_burn_in):
         """The fit collects fewer draws than ``n_draws``: one per candidate step (an epoch
         end, a sampling step) at most; say so, and what gives more."""
-        k = len(self._collect_at)
+        k, where = len(self._collect_at), self._collect_kind
         advice = "raise max_epochs or lower n_draws"
-        if self.sampler == "csgmcmc":
-            where = "steps in the sampling phases"
-        elif self.burn_in_method_ == "adam":
-            where = "sampler steps"
-            if not fixed_burn_in:       # the sampling phase does not grow with max_epochs
-                advice = "lower n_draws or batch_size, or set burn_in"
-        else:
-            where = "epoch ends after burn-in"
+        if where == "sampler steps" and not fixed_burn_in:
+            # after an automatic Adam burn-in the sampling phase does not grow with max_epochs
+            advice = "lower n_draws or batch_size, or set burn_in"
         if k == 1:
             where = where.replace("ends", "end").replace("steps", "step")
         self._warn(f"n_draws={self.n_draws} asks for more draws than this fit's {k} {where}: "
