@@ -244,9 +244,13 @@ def stein_gram(terms, scores, repulsion=1.0):
     >>> U.shape, bool(torch.allclose(U, U.T)), bool(torch.linalg.eigvalsh(U).min() > -1e-10)
     (torch.Size([2, 2]), True, True)
     """
+    return _stein_gram(terms, scores, repulsion, torch.matmul(terms.matrix, scores))
+
+
+def _stein_gram(terms, scores, repulsion, kernel_scores):
+    r""":func:`stein_gram` given ``kernel_scores`` (K, M, d), :math:`\sum_b k_{ab} s_i(b)`."""
     n_targets, m = scores.shape[:2]
     # as matrix products of the (K, M d) flattened scores: einsum's reshapes copied them
-    kernel_scores = torch.matmul(terms.matrix, scores)
     flat = scores.reshape(n_targets, -1)
     drive = flat @ kernel_scores.reshape(n_targets, -1).T
     cross = flat @ terms.repulsive.reshape(-1)
@@ -368,7 +372,9 @@ class MTSGD(_KernelRule):
         # the rescaled ones
         terms = self._stein_terms(particles, raw, log_densities)
         scores = normalize_task_scores(raw, self.task_normalization, log_densities)
-        gram, kernel_scores = stein_gram(terms, scores, self.repulsion)
+        # without smooth_drive the kernel matrix is M I: M s, not a product with it
+        gram, kernel_scores = _stein_gram(terms, scores, self.repulsion,
+                                          self._weigh(terms.matrix, scores))
         weights = min_norm_weights(gram)
         if not self.normalize_drive and scores is not raw:
             kernel_scores = self._weigh(terms.matrix, raw)
