@@ -102,8 +102,11 @@ def test_draws_are_collected_after_burn_in_at_spread_epochs(wine):
                  train_split=None).fit(Xtr, ytr)
     draws = [int(n) for n in clf.history[:, "n_draws"]]
     assert draws == [0, 0, 0, 1, 1, 2, 2, 3, 3, 4]
+    # fewer epoch ends than draws: evenly spaced steps of the epochs after burn-in
     few = _small(max_epochs=6, n_draws=10, burn_in=3, sampler="sghmc").fit(Xtr, ytr)
-    assert few.n_draws_ == 3                                    # every epoch after burn-in
+    per_epoch = few._batches_per_epoch
+    assert few.n_draws_ == 10 and max(few._collect_at) == 6 * per_epoch - 1
+    assert min(few._collect_at) >= 3 * per_epoch
     # cycles shorter than an epoch: draws come from steps inside the sampling phases
     cyc = _small(sampler="csgmcmc", max_epochs=6, n_cycles=4, n_draws=5,
                  train_split=None).fit(Xtr, ytr)
@@ -162,11 +165,14 @@ def test_adam_burn_in_optimises_then_samples_with_draws_at_spread_steps(wine, mo
     assert len(adam_steps) == 2 * per_epoch
     two.fit(Xtr, ytr)
     assert len(adam_steps) == 2 * per_epoch and two.n_draws_ == 10
-    # 'auto' on a small table: the sampler burns in, draws at epoch ends (as before)
+    # 'auto' on a small table: the sampler burns in, draws at epoch ends (as before), or
+    # at evenly spaced sampler steps when there are fewer epoch ends than draws
     adam_steps.clear()
-    auto = _small(max_epochs=8, n_draws=5, train_split=None).fit(Xtr, ytr)
+    auto = _small(max_epochs=8, n_draws=4, train_split=None).fit(Xtr, ytr)
     assert auto.burn_in_method_ == "sampler" and adam_steps == []
-    assert sorted(auto._collect_at) == [e * per_epoch - 1 for e in (5, 6, 7, 8)]   # 4 of 5
+    assert sorted(auto._collect_at) == [e * per_epoch - 1 for e in (5, 6, 7, 8)]
+    more = _small(max_epochs=8, n_draws=5, train_split=None).fit(Xtr, ytr)
+    assert sorted(more._collect_at) == [33, 39, 44, 50, 55] and more.n_draws_ == 5
     # above the threshold, 'auto' is Adam, except for cyclical SG-MCMC (no burn-in)
     monkeypatch.setattr(L2ESamplerClassifier, "_adam_burn_in_rows", 100)
     assert _small(max_epochs=8, n_draws=5, train_split=None).fit(
@@ -353,8 +359,8 @@ def test_images_get_a_cnn_and_user_modules_work():
     linear = dict(module=torch.nn.Linear, module__in_features=64, n_chains=2, max_epochs=4,
                   n_draws=3, random_state=0)
     user = L2ESamplerClassifier(module__out_features=10, sampler="sghmc", **linear).fit(X, y)
-    # 4 epochs, the default burn-in of half: 2 epochs left, so 2 of the 3 draws per chain
-    assert user.module_.samples.draws()["weight"].shape == (2, 2, 10, 64)
+    # 4 epochs, the default burn-in of half: 2 epochs left, whose steps hold the 3 draws
+    assert user.module_.samples.draws()["weight"].shape == (3, 2, 10, 64)
     with pytest.raises(ValueError, match="y has 10 classes"):
         L2ESamplerClassifier(module__out_features=3, **linear).fit(X, y)
 
@@ -383,25 +389,28 @@ def test_warm_start_and_partial_fit_continue_the_chains(wine):
 
 
 def test_more_draws_than_the_fit_can_collect_are_warned_about(wine):
-    # one draw per epoch end after burn-in: 8 epochs, 4 of them burn-in, hold 4 of the 10
+    # at most one draw per sampler step after burn-in: full batches, 8 epochs of one step,
+    # 4 of them burn-in, hold 4 of the 10
     Xtr, ytr, _, _ = wine
     with pytest.warns(UserWarning, match=r"n_draws=10 asks for more draws than this fit's 4 "
-                                         r"epoch ends after burn-in: 4 per chain") as record:
-        clf = _small(max_epochs=8, n_draws=10, train_split=None).fit(Xtr, ytr)
+                                         r"sampler steps after burn-in: 4 per chain") as record:
+        clf = _small(max_epochs=8, n_draws=10, batch_size=-1, train_split=None).fit(Xtr, ytr)
     assert clf.n_draws_ == 4 and len([w for w in record if "n_draws=10" in str(w.message)]) == 1
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        assert _small(max_epochs=8, n_draws=4, train_split=None).fit(Xtr, ytr).n_draws_ == 4
-    # a continued fit has no burn-in: its 8 epoch ends hold 8 of 10, said once
-    with pytest.warns(UserWarning, match=r"this fit's 8 epoch ends") as record:
+        # mini-batches: the 4 epochs after burn-in have steps enough for the 10 draws
+        assert _small(max_epochs=8, n_draws=10, train_split=None).fit(Xtr, ytr).n_draws_ == 10
+    # a continued fit has no burn-in: its 8 steps hold 8 of 10, said once
+    with pytest.warns(UserWarning, match=r"this fit's 8 sampler steps") as record:
         clf.set_params(warm_start=True).fit(Xtr, ytr)
     assert clf.n_draws_ == 12 and len([w for w in record if "n_draws" in str(w.message)]) == 1
 
 
 def test_auto_budgets_hold_the_default_draws():
     # 'auto' epochs give n_draws draws at the defaults whatever the batch: full batches after
-    # an Adam burn-in sample 100 steps (10 epochs would be 10 steps), and the sampler's own
-    # burn-in on a table of 3,000 rows runs 40 epochs (was 21: 10 epoch ends for 20 draws)
+    # an Adam burn-in sample 100 steps (10 epochs would be 10 steps), and with the sampler's
+    # own burn-in on a table of 3,000 rows the epochs after burn-in hold the 20 draws at
+    # evenly spaced steps, the last at the fit's end
     X, y = _noisy_boundary(3000)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
@@ -411,7 +420,11 @@ def test_auto_budgets_hold_the_default_draws():
                      burn_in_method="sampler").fit(X, y)
     assert full.burn_in_method_ == "adam" and full.max_epochs_ == 500
     assert min(full._collect_at) >= 400 and max(full._collect_at) == 499
-    assert full.n_draws_ == 20 and own.n_draws_ == 20 and own.max_epochs_ == 40
+    steps = own.optimizer_.param_groups[0]["sampler_step"]
+    assert own.max_epochs_ < 40 and steps == own.max_epochs_ * own._batches_per_epoch
+    assert min(own._collect_at) >= (own.max_epochs_ // 2) * own._batches_per_epoch
+    assert max(own._collect_at) == steps - 1
+    assert full.n_draws_ == 20 and own.n_draws_ == 20
 
 
 def test_every_planned_draw_is_collected_with_drop_last(wine):

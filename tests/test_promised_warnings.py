@@ -40,6 +40,10 @@ HERE = "tests/test_promised_warnings.py"
 #: (documents (glob), regular expression over the whitespace-collapsed text without backticks,
 #: what backs it: "test_file.py::test_name" or "not a promise: why")
 CLAIMS = [
+    # L2E spreads its draws over steps, and still warns when the steps are too few
+    ("docs/changelog.rst", r"max_epochs=8 with n_draws=10 now collects 10 draws instead of 4 "
+     r"and a warning; the warning remains for fits with fewer sampler steps",
+     "tests/test_l2e_classifier.py::test_more_draws_than_the_fit_can_collect_are_warned_about"),
     # L2E asked for more draws than its fit can collect says so
     ("docs/changelog.rst", r"L2E collected fewer draws than n_draws asked for, silently.*It "
      r"now warns.*test_more_draws_than_the_fit_can_collect_are_warned_about",
@@ -48,7 +52,7 @@ CLAIMS = [
      r"warning",
      "tests/test_l2e_classifier.py::test_more_draws_than_the_fit_can_collect_are_warned_about"),
     ("sklmoo/estimators/_l2e_classifier.py", r"Draws collected per chain and fit call \(fewer, "
-     r"with a warning, when the fit has fewer\)",
+     r"with a warning, when the fit has fewer steps\)",
      "tests/test_l2e_classifier.py::test_more_draws_than_the_fit_can_collect_are_warned_about"),
     # an L2E fit whose custom iterator gives fewer batches than counted says so
     ("docs/changelog.rst", r"an L2E fit whose custom iterator_train gives fewer batches than "

@@ -89,9 +89,8 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
         Independent chains, each from its own initialisation; more chains explore more modes
         and give better diagnostics, at a proportional cost.
     max_epochs : int or 'auto', default='auto'
-        Epochs per call to ``fit``. 'auto': about 500 sampler steps (20 to 500 epochs, and
-        with the sampler's burn-in at least ``2 * n_draws``; ``max_epochs_`` holds the number
-        chosen). The cost per step is the transition, whatever the batch, hence the budget in
+        Epochs per call to ``fit``. 'auto': about 500 sampler steps (20 to 500 epochs;
+        ``max_epochs_`` holds the number chosen). The cost per step is the transition, whatever the batch, hence the budget in
         steps and the large default batch. With the Adam burn-in and a validation split,
         'auto' runs Adam until the validation loss has not improved for 5 epochs (at most
         500 epochs), then the sampling epochs; ``max_epochs_`` is then the number of epochs
@@ -115,8 +114,9 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
         steps instead of epoch ends.
     n_draws : int, default=20
         Draws collected per chain and fit call (fewer, with a warning, when the fit has
-        fewer), at evenly spaced epoch ends after burn-in (for 'csgmcmc' and after an Adam
-        burn-in, at evenly spaced sampling steps); predictions average
+        fewer steps), at evenly spaced epoch ends after burn-in, or evenly spaced sampler
+        steps when there are fewer epoch ends (always for 'csgmcmc' and after an Adam
+        burn-in); predictions average
         ``n_chains * n_draws_`` networks.
     step_size : float, default=None
         :math:`s` in the time step :math:`\\epsilon = \\sqrt{s / N}`. None: 1.0 for 'l2e' (its
@@ -476,11 +476,6 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
             # a continued fit does not burn in: the chains' burn-in stays the one they had
             self.burn_in_method_ = self._resolve_burn_in_method(n_train)
         epochs = self._resolve_epochs(n_train)
-        if (isinstance(self.max_epochs, str) and not continuing and self.burn_in is None
-                and self.burn_in_method_ == "sampler" and self.sampler != "csgmcmc"):
-            # one draw per epoch end after a burn-in of half the epochs: 'auto' gives n_draws
-            self.max_epochs_ = epochs = min(max(epochs, 2 * self.n_draws),
-                                            self._auto_epoch_bounds[1])
         steps_per_epoch = self._batches_per_epoch
         if not continuing and self.burn_in is not None and self.burn_in >= epochs:
             raise ValueError(f"burn_in={self.burn_in} leaves none of the {epochs} epochs of "
@@ -635,6 +630,10 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
         else:
             self._collect_kind = "epoch ends after burn-in"
             candidates = np.arange(burn + 1, epochs + 1) * steps_per_epoch - 1
+            if len(candidates) < self.n_draws:
+                # fewer epoch ends than draws asked for: any sampler step after burn-in
+                self._collect_kind = "sampler steps after burn-in"
+                candidates = np.arange(burn * steps_per_epoch, epochs * steps_per_epoch)
         n = min(self.n_draws, len(candidates))
         # evenly spaced, ending at the last candidate
         index = len(candidates) - 1 - (np.arange(n) * len(candidates)) // n
