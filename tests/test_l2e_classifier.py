@@ -18,6 +18,7 @@ from sklearn.utils.estimator_checks import parametrize_with_checks
 from torch.func import functional_call, vmap
 
 from sklmoo import L2ESamplerClassifier
+from sklmoo.estimators import ValidationSplit
 from sklmoo.meta import load_default_meta_sampler
 from sklmoo.metrics import ece_scorer
 from sklmoo.metrics._recalibration import apply_temperature
@@ -401,7 +402,9 @@ def test_more_draws_than_the_fit_can_collect_are_warned_about(wine):
         # mini-batches: the 4 epochs after burn-in have steps enough for the 10 draws
         assert _small(max_epochs=8, n_draws=10, train_split=None).fit(Xtr, ytr).n_draws_ == 10
     # a continued fit has no burn-in: its 8 steps hold 8 of 10, said once
-    with pytest.warns(UserWarning, match=r"this fit's 8 sampler steps") as record:
+    with pytest.warns(UserWarning, match=r"this fit's 8 sampler steps: 8 per chain were "
+                                         r"collected \(raise max_epochs, lower batch_size") \
+            as record:
         clf.set_params(warm_start=True).fit(Xtr, ytr)
     assert clf.n_draws_ == 12 and len([w for w in record if "n_draws" in str(w.message)]) == 1
 
@@ -448,6 +451,40 @@ def test_every_planned_draw_is_collected_with_drop_last(wine):
         short = _small(max_epochs=6, n_draws=3, burn_in=3, sampler="sghmc",
                        train_split=None, iterator_train=Short).fit(Xtr, ytr)
     assert short.n_draws_ == 2
+    # a plan of fewer steps than n_draws that the iterator then cuts short: one warning, for
+    # what happened (the 21 steps of 3 epochs planned, 15 run)
+    with pytest.warns(UserWarning) as record:
+        short = _small(max_epochs=6, n_draws=30, burn_in=3, sampler="sghmc",
+                       train_split=None, iterator_train=Short).fit(Xtr, ytr)
+    said = [str(w.message) for w in record if "draws" in str(w.message)]
+    assert said == ["collected 15 of the 21 draws per chain planned (n_draws=30): the "
+                    "training iterator gave fewer batches than 7 an epoch (the training rows "
+                    "over batch_size)"] and short.n_draws_ == 15
+
+    # an iterator that gives too few batches for any draw: refused, naming the iterator
+    class Few(DataLoader):
+        def __iter__(self):
+            return iter(list(super().__iter__())[:3])
+
+    few = _small(max_epochs=6, n_draws=1, burn_in=3, sampler="sghmc", train_split=None,
+                 iterator_train=Few)
+    with pytest.raises(ValueError, match=r"before any draw was collected \(the first was "
+                                         r"planned in epoch 6\): the training iterator gave "
+                                         r"fewer batches than 7"):
+        few.fit(Xtr, ytr)
+    assert not few.__sklearn_is_fitted__()
+
+
+def test_early_stopping_that_cuts_the_draws_short_says_so(wine):
+    from skorch.callbacks import EarlyStopping
+
+    Xtr, ytr, _, _ = wine
+    stop = EarlyStopping(patience=2, threshold=100.0, load_best=False)   # every epoch a miss
+    with pytest.warns(UserWarning, match=r"collected 1 of the 10 draws per chain planned "
+                                         r"\(n_draws=10\): early stopping ended the fit"):
+        clf = _small(max_epochs=20, n_draws=10, burn_in=1, train_split=ValidationSplit(),
+                     callbacks=[stop]).fit(Xtr, ytr)
+    assert clf.n_draws_ == 1 and len(clf.history) == 3
 
 
 @pytest.mark.parametrize("adaptive", [False, True])

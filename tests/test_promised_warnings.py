@@ -41,12 +41,23 @@ HERE = "tests/test_promised_warnings.py"
 #: what backs it: "test_file.py::test_name" or "not a promise: why")
 CLAIMS = [
     # L2E spreads its draws over steps, and still warns when the steps are too few
-    ("docs/changelog.rst", r"max_epochs=8 with n_draws=10 now collects 10 draws instead of 4 "
-     r"and a warning; the warning remains for fits with fewer sampler steps",
+    ("docs/changelog.rst", r"max_epochs=8 with n_draws=10 and mini-batches \(seven an epoch\) "
+     r"now collects 10 draws instead of 4 and a warning; the warning remains for fits with "
+     r"fewer sampler steps",
+     "tests/test_l2e_classifier.py::test_more_draws_than_the_fit_can_collect_are_warned_about"),
+    # the end-of-fit reports on draws cut short (early stopping, a short iterator)
+    ("docs/changelog.rst", r"early stopping that ended the fit after burn-in cut the draws "
+     r"short without a word .{0,40}; it now warns",
+     "tests/test_l2e_classifier.py::test_early_stopping_that_cuts_the_draws_short_says_so"),
+    ("docs/changelog.rst", r"gave two warnings that contradicted each other .{0,60}; it now "
+     r"gives the one of what happened",
+     "tests/test_l2e_classifier.py::test_every_planned_draw_is_collected_with_drop_last"),
+    ("docs/changelog.rst", r"A continued fit's warning no longer says \"after burn-in\"",
      "tests/test_l2e_classifier.py::test_more_draws_than_the_fit_can_collect_are_warned_about"),
     # L2E asked for more draws than its fit can collect says so
-    ("docs/changelog.rst", r"L2E collected fewer draws than n_draws asked for, silently.*It "
-     r"now warns.*test_more_draws_than_the_fit_can_collect_are_warned_about",
+    ("docs/changelog.rst", r"L2E collected fewer draws than n_draws asked for, silently.*"
+     r"fewer candidate steps than n_draws warns, once.*"
+     r"test_more_draws_than_the_fit_can_collect_are_warned_about",
      "tests/test_l2e_classifier.py::test_more_draws_than_the_fit_can_collect_are_warned_about"),
     ("docs/user_guide.rst", r"An L2E fit that cannot hold n_draws draws .{0,80}says so in a "
      r"warning",

@@ -111,7 +111,7 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
         (:math:`\\epsilon = \\sqrt{s/N}`) need many epochs to reach the posterior's bulk,
         except for 'csgmcmc'; 'sampler' otherwise. ``burn_in_method_`` holds the one
         used; when it is 'adam', the draws (of a continued fit too) are taken at evenly spaced
-        steps instead of epoch ends.
+        steps.
     n_draws : int, default=20
         Draws collected per chain and fit call (fewer, with a warning, when the fit has
         fewer steps), at evenly spaced epoch ends after burn-in, or evenly spaced sampler
@@ -514,18 +514,7 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
             if release is not None:
                 release()
         self.n_draws_ = len(self.module_.samples)
-        if self.n_draws_ == 0:
-            raise ValueError(f"training stopped after {len(self.history)} epochs, before any "
-                             f"draw was collected (burn-in ends after epoch "
-                             f"{self._burn_in_end(steps_per_epoch)}); the "
-                             "estimator is not fitted: lower burn_in or the early-stopping "
-                             "patience")
-        if 0 < len(self._collect_at) < self.n_draws:
-            self._warn_fewer_draws(continuing or self.burn_in is not None)
-        if self._collected < len(self._collect_at) and not self._stopped_early():
-            self._warn(f"collected {self._collected} of the {len(self._collect_at)} draws per "
-                       f"chain planned: the training iterator gave fewer batches than "
-                       f"{steps_per_epoch} an epoch (the training rows over batch_size)")
+        self._report_draws(steps_per_epoch, continuing or self.burn_in is not None)
         self.convergence_ = self._probe_convergence(X)
         self.n_train_ = n_train
         self.n_valid_ = 0 if dataset_valid is None else len(dataset_valid)
@@ -577,11 +566,34 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
                            weight_decay=self.prior_precision / n, meta=meta, n_steps=n_steps,
                            n_cycles=self.n_cycles, batch_dims=1)
 
-    def _burn_in_end(self, steps_per_epoch):
-        """The epoch after which draws start, as text for an error message."""
+    def _first_draw_epoch(self, steps_per_epoch):
+        """The epoch of the first planned draw, as text for a message."""
         if not self._collect_at:        # an adaptive Adam burn-in that was stopped
-            return f"{len(self.history)} or later (the Adam burn-in had not ended)"
+            return f"{len(self.history) + 1} or later (the Adam burn-in had not ended)"
         return str(min(self._collect_at) // max(1, steps_per_epoch) + 1)
+
+    def _report_draws(self, steps_per_epoch, fixed_burn_in):
+        """After the epochs: refuse a fit without any draw, and say so when this call
+        collected fewer than ``n_draws``, naming why (the plan held fewer candidate steps,
+        early stopping ended the fit, or the training iterator gave fewer batches)."""
+        planned, collected = len(self._collect_at), self._collected
+        if collected == planned and self.n_draws_ > 0:
+            if 0 < planned < self.n_draws:
+                self._warn_fewer_draws(fixed_burn_in)
+            return
+        if self._stopped_early() or not self._collect_at:
+            why, fix = ("early stopping ended the fit", "lower burn_in or raise the "
+                        "early-stopping patience")
+        else:
+            why, fix = (f"the training iterator gave fewer batches than {steps_per_epoch} "
+                        "an epoch (the training rows over batch_size)", "check the iterator")
+        if self.n_draws_ == 0:
+            raise ValueError(f"training stopped after {len(self.history)} epochs, before any "
+                             f"draw was collected (the first was planned in epoch "
+                             f"{self._first_draw_epoch(steps_per_epoch)}): {why}; the "
+                             f"estimator is not fitted: {fix}")
+        self._warn(f"collected {collected} of the {planned} draws per chain planned "
+                   f"(n_draws={self.n_draws}): {why}")
 
     def _resolve_burn_in_method(self, n_train):
         if self.burn_in_method == "auto":
@@ -628,11 +640,12 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
             self._collect_kind = "sampler steps"
             candidates = np.arange(burn * steps_per_epoch, epochs * steps_per_epoch)
         else:
-            self._collect_kind = "epoch ends after burn-in"
+            after = " after burn-in" if burn else ""          # a continued fit: none
+            self._collect_kind = "epoch ends" + after
             candidates = np.arange(burn + 1, epochs + 1) * steps_per_epoch - 1
             if len(candidates) < self.n_draws:
                 # fewer epoch ends than draws asked for: any sampler step after burn-in
-                self._collect_kind = "sampler steps after burn-in"
+                self._collect_kind = "sampler steps" + after
                 candidates = np.arange(burn * steps_per_epoch, epochs * steps_per_epoch)
         n = min(self.n_draws, len(candidates))
         # evenly spaced, ending at the last candidate
@@ -644,13 +657,15 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
         end, a sampling step) at most; say so, and what gives more."""
         k, where = len(self._collect_at), self._collect_kind
         advice = "raise max_epochs or lower n_draws"
-        if where == "sampler steps" and not fixed_burn_in:
+        if self.burn_in_method_ == "adam" and self.sampler != "csgmcmc" and not fixed_burn_in:
             # after an automatic Adam burn-in the sampling phase does not grow with max_epochs
             advice = "lower n_draws or batch_size, or set burn_in"
+        elif not where.startswith("epoch ends"):
+            advice = "raise max_epochs, lower batch_size or lower n_draws"   # more steps
         if k == 1:
             where = where.replace("ends", "end").replace("steps", "step")
         self._warn(f"n_draws={self.n_draws} asks for more draws than this fit's {k} {where}: "
-                   f"{k} per chain were collected ({advice})")
+                   f"{k} per chain {'was' if k == 1 else 'were'} collected ({advice})")
 
     def _probe_convergence(self, X):
         """``convergence_`` on a probe of the training inputs; a ``ConvergenceWarning`` only

@@ -153,8 +153,13 @@ class StackedLinear(nn.Module):
         return [self.weight, self.bias]
 
     def forward(self, h):
+        if h.ndim != 3:
+            raise ValueError(f"StackedLinear takes (members, batch, in_features) inputs, got "
+                             f"shape {tuple(h.shape)}")
         # one batched product with the bias added in (einsum's permutes and reshapes cost
-        # more than the product at a network's batch sizes)
+        # more than the product at a network's batch sizes); one input row block for every
+        # member broadcasts, as with einsum
+        h = h.expand(self.weight.shape[0], *h.shape[1:]) if h.shape[0] == 1 else h
         return torch.baddbmm(self.bias[:, None, :], h, self.weight.transpose(1, 2))
 
 
