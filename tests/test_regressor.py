@@ -10,7 +10,7 @@ from sklearn.base import clone
 from sklearn.compose import TransformedTargetRegressor
 from sklearn.datasets import load_diabetes, load_linnerud
 from sklearn.exceptions import NotFittedError
-from sklearn.model_selection import GridSearchCV, KFold, cross_val_score
+from sklearn.model_selection import GridSearchCV, KFold, cross_validate
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 from sklearn.utils.estimator_checks import parametrize_with_checks
@@ -158,9 +158,11 @@ def test_load_params_across_mean_functions_names_the_mismatch(tmp_path, linnerud
 def test_pipelines_cross_validation_and_search():
     X, y = load_diabetes(return_X_y=True)
     pipe = make_pipeline(StandardScaler(), _small(max_epochs=20, lr=1e-2))
-    for scoring in (gaussian_nll_scorer, miscalibration_area_scorer, None):
-        scores = cross_val_score(pipe, X, y, cv=KFold(3), scoring=scoring)
-        assert np.isfinite(scores).all()
+    # the two scorers and the estimator's own score, on the same three folds' fits
+    scores = cross_validate(pipe, X, y, cv=KFold(3), scoring={
+        "nll": gaussian_nll_scorer, "area": miscalibration_area_scorer,
+        "score": lambda est, X_, y_: est.score(X_, y_)})
+    assert all(np.isfinite(scores[f"test_{k}"]).all() for k in ("nll", "area", "score"))
     ttr = TransformedTargetRegressor(pipe, transformer=StandardScaler()).fit(X, y)
     assert ttr.score(X, y) > 0.3
     search = GridSearchCV(pipe, {"mtsgdregressor__heteroscedastic": [False, True]}, cv=2,
