@@ -58,9 +58,9 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
     from a meta-learned per-coordinate MLP (sklmoo ships one, meta-trained on digits-derived and
     synthetic tasks only), or the SGHMC / cyclical SGHMC baselines. After ``burn_in`` epochs,
     ``n_draws`` draws per chain are collected; predictions are the Bayesian model average over
-    all draws of all chains. Above 1,024 training rows the default burn-in is Adam on each
-    chain's loss plus the prior's penalty until the validation loss stops improving, then
-    the sampler runs up to 500 steps (``burn_in_method``).
+    all draws of all chains. Above 1,024 training rows the default burn-in is Adam (not for
+    'csgmcmc') on each chain's loss plus the prior's penalty until the validation loss stops
+    improving, then the sampler runs up to 500 steps (``burn_in_method``).
 
     The target is the posterior :math:`p(\\theta|D) \\propto \\exp(-N\\,\\overline{\\ell}(\\theta)
     / T)\\,\\mathcal N(\\theta; 0, \\lambda^{-1} I)` (``T`` the temperature, ``λ`` the prior
