@@ -215,3 +215,18 @@ def test_linear_mean_reproduces_bayesian_ridge_under_the_particles():
     mean, _ = lin32.moments(torch.from_numpy(far[:5]).float())
     # (float32 inputs near 1e6 are themselves spaced 0.06 apart)
     np.testing.assert_allclose(mean[:, 0].numpy(), fit.predict(far[:5]), atol=0.25)
+
+
+def test_stacked_linear_is_each_members_linear_layer_and_checks_its_input():
+    from sklmoo.nn import StackedLinear
+
+    torch.manual_seed(0)
+    layer = StackedLinear(3, 8, 4)
+    h = torch.randn(3, 5, 8)
+    expected = torch.stack([h[m] @ layer.weight[m].T + layer.bias[m] for m in range(3)])
+    torch.testing.assert_close(layer(h), expected)
+    # one input block shared by every member broadcasts (as einsum did)
+    shared = torch.randn(1, 5, 8)
+    torch.testing.assert_close(layer(shared), layer(shared.expand(3, 5, 8)))
+    with pytest.raises(ValueError, match=r"takes \(members, batch, in_features\) inputs"):
+        layer(torch.randn(5, 8))
