@@ -366,7 +366,9 @@ class MTSGD(_KernelRule):
         """
         if _n_targets(scores) == 1:
             return self._single_target(particles, scores, log_densities)
-        particles, raw = _check_inputs(particles, scores)
+        # the scores' finiteness is read from U's (a NaN or inf score makes U so): one check,
+        # one host synchronisation, in the QP
+        particles, raw = _detached(particles), _detached(_check_shapes(particles, scores))
         m = particles.shape[0]
         # the kernel sees the true scores (a log-density kernel's Jacobian), U and the drive
         # the rescaled ones
@@ -375,7 +377,13 @@ class MTSGD(_KernelRule):
         # without smooth_drive the kernel matrix is M I: M s, not a product with it
         gram, kernel_scores = _stein_gram(terms, scores, self.repulsion,
                                           self._weigh(terms.matrix, scores))
-        weights = min_norm_weights(gram)
+        try:
+            weights = min_norm_weights(gram)
+        except FloatingPointError:
+            if not all_finite(raw):
+                raise FloatingPointError("scores contain NaN or inf: the sampler has "
+                                         "diverged") from None
+            raise
         if not self.normalize_drive and scores is not raw:
             kernel_scores = self._weigh(terms.matrix, raw)
         drive = (weights @ kernel_scores.flatten(1)).view_as(particles) / m
