@@ -90,17 +90,18 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
         and give better diagnostics, at a proportional cost.
     max_epochs : int or 'auto', default='auto'
         Epochs per call to ``fit``. 'auto': about 500 sampler steps (20 to 500 epochs;
-        ``max_epochs_`` holds the number chosen). The cost per step is the transition, whatever the batch, hence the budget in
-        steps and the large default batch. With the Adam burn-in and a validation split,
-        'auto' runs Adam until the validation loss has not improved for 5 epochs (at most
-        500 epochs), then the sampling epochs; ``max_epochs_`` is then the number of epochs
-        run.
+        ``max_epochs_`` holds the number chosen). The cost per step is the transition,
+        whatever the batch, hence the budget in steps and the large default batch. With the
+        Adam burn-in and a validation split, 'auto' runs Adam until the validation loss has
+        not improved for 5 epochs (at most 500 epochs), then the sampling epochs;
+        ``max_epochs_`` is then the number of epochs run.
     burn_in : int, default=None
         Epochs discarded before collecting. None: half of ``max_epochs`` for 'l2e' and 'sghmc',
         none for 'csgmcmc' (its exploration phases play that role); with the Adam burn-in, all
         but the last epochs holding about min(500, max(100, ten epochs)) sampler steps (at
-        least one epoch; at least half of the epochs burn in), or with ``max_epochs='auto'`` and a validation
-        split until the validation loss stops improving. A continued fit (``warm_start``,
+        least one epoch; at least half of the epochs burn in), or with
+        ``max_epochs='auto'`` and a validation split until the validation loss stops
+        improving. A continued fit (``warm_start``,
         ``partial_fit``) does not burn in again.
     burn_in_method : {'auto', 'sampler', 'adam'}, default='auto'
         How the burn-in epochs move the chains. 'sampler': the sampler's own transition.

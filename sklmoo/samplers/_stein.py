@@ -380,9 +380,7 @@ class MTSGD(_KernelRule):
         try:
             weights = min_norm_weights(gram)
         except FloatingPointError:
-            if not all_finite(raw):
-                raise FloatingPointError("scores contain NaN or inf: the sampler has "
-                                         "diverged") from None
+            _check_inputs(particles, raw)           # names NaN or inf scores when they are
             raise
         if not self.normalize_drive and scores is not raw:
             kernel_scores = self._weigh(terms.matrix, raw)
