@@ -4,14 +4,18 @@ same networks (issue 33's yardstick).
 A default ``MTSGDMultiTaskClassifier`` fit (a noisy linear boundary in 10 features; one task,
 and two tasks for the QP's share): its wall time divided by the optimiser steps it took
 (validation passes, callbacks, early stopping and the final calibration included), at 1,000
-rows (batches of 64) and 20,000 rows (``batch_size='auto'``: 512). Two bare loops over the
+rows (batches of 64) and 20,000 rows (``batch_size='auto'``: 512). Bare loops over the
 same five networks (``MLPTrunk`` 64-64 and one linear head per task), Adam at 1e-3, batches
 of the fit's size sliced from tensors in memory, no validation, one cross-entropy per task:
 
 * ``vmap``: the networks evaluated in one ``vmap`` / ``functional_call`` (the loop the issue
   measured against);
 * ``bmm``: the same networks as one batched matrix product per layer, what the estimators'
-  own forward does for plain dense networks (so the fairest denominator).
+  own forward does for plain dense networks (so the fairest denominator);
+* ``per-task`` (two tasks only): the ``bmm`` loop with each task's gradient taken by its own
+  backward pass and the gradients summed: the least any method that reads every task's
+  gradient separately pays (MT-SGD's QP, MGDA, PCGrad), where the other loops take one
+  backward pass of the summed loss.
 
 All in this process, one thread, interleaved ``--repeats`` times; the table gives medians.
 
@@ -59,8 +63,9 @@ def data(n, tasks=1, seed=0):
     return X, y.astype(int)[:, 0] if tasks == 1 else y.astype(int)
 
 
-def bare_step_seconds(X, y, steps, batch, forward="vmap"):
-    """Seconds per step of the bare loop (see the module docstring)."""
+def bare_step_seconds(X, y, steps, batch, forward="vmap", per_task=False):
+    """Seconds per step of the bare loop (see the module docstring); ``per_task``: each
+    task's gradient taken by its own backward pass, then summed."""
     torch.manual_seed(0)
     Y = y[:, None] if y.ndim == 1 else y
     tasks = Y.shape[1]
@@ -87,11 +92,18 @@ def bare_step_seconds(X, y, steps, batch, forward="vmap"):
             index = order[s:s + batch]
             out = evaluate(Xt[index])                                     # (M, b, 2 T)
             target = Yt[index]
-            loss = sum(torch.nn.functional.cross_entropy(
+            losses = [torch.nn.functional.cross_entropy(
                 out[..., 2 * t:2 * t + 2].reshape(-1, 2), target[:, t].repeat(M))
-                for t in range(tasks))
+                for t in range(tasks)]
             optimizer.zero_grad()
-            loss.backward()
+            if per_task:
+                leaves = list(params.values())
+                grads = [torch.autograd.grad(loss, leaves, retain_graph=t < tasks - 1)
+                         for t, loss in enumerate(losses)]
+                for leaf, *parts in zip(leaves, *grads):
+                    leaf.grad = torch.stack(parts).sum(0)
+            else:
+                sum(losses).backward()
             optimizer.step()
             done += 1
             if done == steps:
@@ -187,6 +199,9 @@ def main():
                 fit, steps, epochs, batch = estimator_step_seconds(X, y)
                 bare = {f: bare_step_seconds(X, y, min(steps, 600), batch, f)
                         for f in ("vmap", "bmm")}
+                if tasks > 1:
+                    bare["per_task"] = bare_step_seconds(X, y, min(steps, 600), batch, "bmm",
+                                                         per_task=True)
                 runs.append(dict(fit=fit, steps=steps, epochs=epochs, batch=batch, **bare))
             row = dict(rows=n, tasks=tasks, batch=runs[0]["batch"], steps=runs[0]["steps"],
                        epochs=runs[0]["epochs"],
@@ -194,6 +209,10 @@ def main():
                           for k in ("fit", "vmap", "bmm")})
             row["ratio_vmap"] = float(np.median([r["fit"] / r["vmap"] for r in runs]))
             row["ratio_bmm"] = float(np.median([r["fit"] / r["bmm"] for r in runs]))
+            if tasks > 1:
+                row["per_task"] = float(np.median([r["per_task"] for r in runs]))
+                row["ratio_per_task"] = float(np.median([r["fit"] / r["per_task"]
+                                                         for r in runs]))
             results.append(row)
             print(row, flush=True)
     saved = json.loads(open(JSON).read()) if os.path.exists(JSON) else {}
@@ -212,12 +231,15 @@ def write(saved):
              "interleaved runs). Milliseconds per optimiser step; a fit's time includes its "
              "validation passes, callbacks, early stopping and calibration.", "",
              "| rows | tasks | batch | steps (epochs) | default fit | vmap loop | "
-             "bmm loop | fit / vmap | fit / bmm |",
-             "|---|---|---|---|---|---|---|---|---|"]
+             "bmm loop | per-task loop | fit / vmap | fit / bmm | fit / per-task |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in saved["results"]:
+        per_task = (f"{1e3 * r['per_task']:.2f} | " if "per_task" in r else "- | ")
         lines.append(f"| {r['rows']:,} | {r['tasks']} | {r['batch']} | {r['steps']} "
                      f"({r['epochs']}) | {1e3 * r['fit']:.2f} | {1e3 * r['vmap']:.2f} | "
-                     f"{1e3 * r['bmm']:.2f} | {r['ratio_vmap']:.2f}x | {r['ratio_bmm']:.2f}x |")
+                     f"{1e3 * r['bmm']:.2f} | {per_task}{r['ratio_vmap']:.2f}x | "
+                     f"{r['ratio_bmm']:.2f}x | "
+                     + (f"{r['ratio_per_task']:.2f}x |" if "ratio_per_task" in r else "- |"))
     if "l2e" in saved:
         l2e = saved["l2e"]
         names = list(l2e["results"][0].keys() - {"rows", "steps"})
