@@ -21,6 +21,9 @@ Two parts:
   distributions: the check is test accuracy within ``ACCURACY_TOLERANCE`` and test NLL within
   ``NLL_TOLERANCE`` of the CPU fit's, with the mean absolute difference of the predicted
   probabilities (regression: of the means, in the targets' standard deviations) reported.
+  Without CUDA, ``tests/test_bench_gpu.py`` runs this comparison's code with the CPU on both
+  sides (``compare(name, n, device='cpu')``: the fits must agree exactly) and checks the
+  page it writes.
 """
 
 import json
@@ -90,20 +93,23 @@ def _metrics(name, est, X, y):
     return dict(nll=float(nll), accuracy=float(acc)), np.concatenate(probas, axis=1)
 
 
-def compare(name, n):
+def compare(name, n, device="cuda", **params):
+    """One estimator's default fit on ``n`` rows on the CPU and on ``device`` (its results
+    under the ``cuda_`` keys whatever the device: ``device='cpu'`` checks this script on a
+    machine without CUDA); ``params`` go to both estimators."""
     X, y = _data(name, n, "train", 0)
     X_te, y_te = _data(name, N_TEST, "test", 1)
     out = dict(estimator=name, rows=n)
     preds = {}
-    for device in ("cpu", "cuda"):
-        est = _estimator(name, device=device)
+    for key, dev in (("cpu", "cpu"), ("cuda", device)):
+        est = _estimator(name, device=dev, **params)
         start = time.perf_counter()
         est.fit(X, y)
-        if device == "cuda":
+        if dev.startswith("cuda"):
             torch.cuda.synchronize()
-        out[f"{device}_seconds"] = time.perf_counter() - start
-        metrics, preds[device] = _metrics(name, est, X_te, y_te)
-        out.update({f"{device}_{k}": v for k, v in metrics.items()})
+        out[f"{key}_seconds"] = time.perf_counter() - start
+        metrics, preds[key] = _metrics(name, est, X_te, y_te)
+        out.update({f"{key}_{k}": v for k, v in metrics.items()})
     out["mean_abs_diff"] = float(np.mean(np.abs(preds["cpu"] - preds["cuda"])))
     out["speedup"] = out["cpu_seconds"] / out["cuda_seconds"]
     out["agree"] = bool(abs(out["cpu_nll"] - out["cuda_nll"]) <= NLL_TOLERANCE and (
@@ -112,7 +118,7 @@ def compare(name, n):
     return out
 
 
-def write(audits, comparisons, rows):
+def write(audits, comparisons, rows, md=MD, json_path=JSON):
     from sklmoo._io import atomic_write_text
     lines = ["<!-- written by benchmarks/bench_gpu.py; reproduce: python benchmarks/bench_gpu.py"
              " -->", "", "# GPU readiness", "",
@@ -145,8 +151,9 @@ def write(audits, comparisons, rows):
                          f"{c['cuda_seconds']:.1f} | {c['speedup']:.1f}x | {c['cpu_nll']:.4f} / "
                          f"{c['cuda_nll']:.4f} | {acc} | {c['mean_abs_diff']:.4f} | "
                          f"{'yes' if c['agree'] else '**no**'} |")
-    atomic_write_text(MD, "\n".join(lines) + "\n")
-    atomic_write_text(JSON, json.dumps(dict(audits=audits, comparisons=comparisons), indent=1))
+    atomic_write_text(md, "\n".join(lines) + "\n")
+    atomic_write_text(json_path, json.dumps(dict(audits=audits, comparisons=comparisons),
+                                            indent=1))
 
 
 def main(argv):
