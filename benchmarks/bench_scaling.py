@@ -335,7 +335,7 @@ def write_page(rows):
     lines = ["<!-- written by benchmarks/bench_scaling.py; reproduce: nice -n 10 python "
              "benchmarks/bench_scaling.py -->", "", "# Scaling", "",
              "Command: `nice -n 10 python benchmarks/bench_scaling.py`. Seed 0 (further "
-             "seeds: the last section); protocol, "
+             "seeds: 'Over seeds', after the tables); protocol, "
              "tables and models: the script's docstring. NLL: test negative log-likelihood "
              "(regression: standardised units). Time ratio: fit time / the five MLPs' on the "
              "same rows. Peak MB: peak resident memory of the fit and the test prediction "
