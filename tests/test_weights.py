@@ -27,6 +27,12 @@ MAKERS = {
     "regressor": lambda **kw: MTSGDRegressor(**{"max_epochs": 4, "n_particles": 2,
                                                 "random_state": 0, **kw}),
 }
+#: the same, the regressor built on its linear mean: for tests about the networks or about
+#: scikit-learn's machinery (on this table its Gaussian-process mean would leave the networks
+#: unused, and it takes ten times the fit time; what the weights do inside it is
+#: test_integer_weights_act_like_repeated_rows's)
+LINEAR_MEAN = {**MAKERS, "regressor": lambda **kw: MAKERS["regressor"](
+    **{"mean_function": "linear", **kw})}
 
 
 @pytest.fixture(scope="module")
@@ -165,10 +171,8 @@ def test_a_refused_continuation_keeps_the_fitted_model(name, table):
 def test_continued_fits_take_weights(name, table):
     X, _, _, w = table
     y = _target(name, table)
-    # the regressor's kernel mean function would leave these networks unused (too few
-    # validation rows): continued fits are about the networks
-    first = _quiet_fit(MAKERS[name](**({"mean_function": "linear"} if name == "regressor"
-                                       else {})), X, y)
+    # continued fits are about the networks
+    first = _quiet_fit(LINEAR_MEAN[name](), X, y)
     runs = {}
     for kind, weight in (("none", None), ("unit", np.ones(len(X))), ("w", w)):
         est = clone(first).set_params(warm_start=True)
@@ -375,33 +379,25 @@ def test_one_dict_for_several_tasks_is_refused(table):
 
 # -- scikit-learn's meta-estimators --------------------------------------------------------------
 
-#: the routing tests check that the weights reach ``fit`` and ``score`` through
-#: scikit-learn's machinery; what the weights then do inside the regressor's Gaussian-process
-#: mean function is checked above (test_integer_weights_act_like_repeated_rows), so here it
-#: builds on the linear mean (a tenth of the fit time)
-ROUTED = {**MAKERS, "regressor": lambda **kw: MAKERS["regressor"](**{"mean_function": "linear",
-                                                                     **kw})}
-
-
 def _manual_fold_predictions(est, X, y, w, cv):
     return [_prediction(_quiet_fit(clone(est), X[tr], y[tr], sample_weight=w[tr]), X)
             for tr, _ in cv.split(X)]
 
 
 @pytest.mark.parametrize("routing", [False, True])
-@pytest.mark.parametrize("name", list(ROUTED))
+@pytest.mark.parametrize("name", list(LINEAR_MEAN))
 def test_cross_validate_passes_the_weights(name, table, routing):
     X, _, _, w = table
     y = _target(name, table)
     cv = KFold(2, shuffle=True, random_state=0)
-    est = ROUTED[name]()
+    est = LINEAR_MEAN[name]()
     with sklearn.config_context(enable_metadata_routing=routing), warnings.catch_warnings():
         warnings.simplefilter("ignore")
         if routing:
             est.set_fit_request(sample_weight=True).set_score_request(sample_weight=True)
         result = cross_validate(est, X, y, cv=cv, params={"sample_weight": w},
                                 return_estimator=True)
-    expected = _manual_fold_predictions(ROUTED[name](), X, y, w, cv)
+    expected = _manual_fold_predictions(LINEAR_MEAN[name](), X, y, w, cv)
     for fitted, reference in zip(result["estimator"], expected):
         np.testing.assert_array_equal(_prediction(fitted, X), reference)
 
@@ -410,11 +406,11 @@ def test_cross_validate_passes_the_weights(name, table, routing):
 def test_grid_search_and_pipelines_pass_the_weights(name, table):
     X, _, _, w = table
     y = _target(name, table)
-    step = type(ROUTED[name]()).__name__.lower()
-    reference = _prediction(_quiet_fit(ROUTED[name](lr=3e-3), X, y, sample_weight=w), X)
+    step = type(LINEAR_MEAN[name]()).__name__.lower()
+    reference = _prediction(_quiet_fit(LINEAR_MEAN[name](lr=3e-3), X, y, sample_weight=w), X)
     with sklearn.config_context(enable_metadata_routing=True), warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        est = ROUTED[name]().set_fit_request(sample_weight=True)
+        est = LINEAR_MEAN[name]().set_fit_request(sample_weight=True)
         est.set_score_request(sample_weight=True)
         search = GridSearchCV(est, {"lr": [1e-3, 3e-3]}, cv=2, refit=True)
         search.set_params(estimator__lr=1e-3)
@@ -423,12 +419,12 @@ def test_grid_search_and_pipelines_pass_the_weights(name, table):
         if best.lr == 3e-3:
             np.testing.assert_array_equal(_prediction(best, X), reference)
         pipe = make_pipeline(StandardScaler().set_fit_request(sample_weight=False),
-                             ROUTED[name]().set_fit_request(sample_weight=True))
+                             LINEAR_MEAN[name]().set_fit_request(sample_weight=True))
         routed = pipe.fit(X, y, sample_weight=w)
-    plain = make_pipeline(StandardScaler(), ROUTED[name]())
+    plain = make_pipeline(StandardScaler(), LINEAR_MEAN[name]())
     plain = _quiet_fit(plain, X, y, **{f"{step}__sample_weight": w})
     Xs = StandardScaler().fit_transform(X)
-    direct = _prediction(_quiet_fit(ROUTED[name](), Xs, y, sample_weight=w), Xs)
+    direct = _prediction(_quiet_fit(LINEAR_MEAN[name](), Xs, y, sample_weight=w), Xs)
     np.testing.assert_array_equal(_prediction(plain[-1], Xs), direct)
     np.testing.assert_array_equal(_prediction(routed[-1], Xs), direct)
 

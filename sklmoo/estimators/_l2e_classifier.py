@@ -101,8 +101,7 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
         but the last epochs holding about min(500, max(100, ten epochs)) sampler steps (at
         least one epoch; at least half of the epochs burn in), or with
         ``max_epochs='auto'`` and a validation split until the validation loss stops
-        improving. A continued fit (``warm_start``,
-        ``partial_fit``) does not burn in again.
+        improving. A continued fit (``warm_start``, ``partial_fit``) does not burn in again.
     burn_in_method : {'auto', 'sampler', 'adam'}, default='auto'
         How the burn-in epochs move the chains. 'sampler': the sampler's own transition.
         'adam': each chain minimises its mean loss plus the prior's penalty (weight decay
