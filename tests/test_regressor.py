@@ -177,10 +177,13 @@ def test_heteroscedastic_heads_learn_input_dependent_noise():
     rng = np.random.RandomState(0)
     x = rng.uniform(-1, 1, (600, 1))
     y = x[:, 0] + (0.05 + 0.5 * (x[:, 0] > 0)) * rng.standard_normal(600)
-    reg = MTSGDRegressor(heteroscedastic=True, max_epochs=60, lr=3e-3, random_state=0).fit(x, y)
+    # about the heads: on the linear mean (the Gaussian-process mean's fits on 600 rows took
+    # 10 of this test's 12 s; its heads learn the same noise, ratio 11.1 against 11.7)
+    reg = MTSGDRegressor(heteroscedastic=True, max_epochs=60, lr=3e-3, random_state=0,
+                         mean_function="linear").fit(x, y)
     aleatoric = np.sqrt(reg.predict_uncertainty(np.array([[-0.5], [0.5]]))["aleatoric"])
     assert aleatoric[1] > 3 * aleatoric[0]
-    homo = MTSGDRegressor(max_epochs=5, random_state=0).fit(x, y)
+    homo = MTSGDRegressor(max_epochs=5, random_state=0, mean_function="linear").fit(x, y)
     noise = np.sqrt(homo.predict_uncertainty(np.array([[-0.5], [0.5]]))["aleatoric"])
     assert noise[0] == pytest.approx(noise[1])
 
