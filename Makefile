@@ -27,8 +27,11 @@ venv: $(STAMP)
 demo: $(STAMP)
 	MPLBACKEND=Agg $(PY) -u -m sklmoo.demo
 
+# two pytest workers (pytest-xdist), one thread each: the tests' fits are small, and two
+# processes of two threads on two cores spend their time waiting on each other's threads
 test: $(STAMP)
-	MPLBACKEND=Agg $(PY) -m pytest -q
+	OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MPLBACKEND=Agg \
+	$(PY) -m pytest -q -n 2
 
 bench: $(STAMP)
 	MPLBACKEND=Agg $(PY) benchmarks/bench_sampler_step.py

@@ -377,7 +377,7 @@ def write_page(rows):
         axes[0, j].set(yscale="log", title=f"{table} ({TABLES[table][0]})",
                        ylabel="fit seconds (one thread)")
         axes[1, j].set(ylabel="test NLL")
-        axes[2, j].set(yscale="log", xlabel="training rows",
+        axes[2, j].set(yscale="log", xlabel="rows passed to fit",
                        ylabel="peak extra memory, MB (at least 1)")
         for ax in axes[::2, j]:                            # log-scaled y: plain numbers
             ax.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}"))

@@ -4,6 +4,7 @@ cross_validate(n_jobs=...) workers do not oversubscribe the cores."""
 import os
 
 import numpy as np
+import pytest
 import torch
 from sklearn.model_selection import cross_validate
 from skorch.callbacks import Callback
@@ -34,16 +35,32 @@ def _clf():
                                     callbacks=[("threads", ThreadsSeen())])
 
 
-def test_threadpool_limits_reach_the_training_loop():
+# `make test` runs the suite with OMP_NUM_THREADS=1: these tests start from two threads and
+# from an environment without the variables, or they would pass whatever the fit did
+THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
+
+
+@pytest.fixture
+def two_threads():
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    yield
+    torch.set_num_threads(before)
+
+
+def test_threadpool_limits_reach_the_training_loop(two_threads):
     X, y = _data()
     with threadpool_limits(limits=1):
         clf = _clf().fit(X, y)
     assert dict(clf.callbacks_)["threads"].seen_ == [1, 1]
+    assert torch.get_num_threads() == 2                  # the limit ends with the block
 
 
-def test_cross_validate_workers_share_the_cores():
+def test_cross_validate_workers_share_the_cores(monkeypatch):
     """joblib's workers get cpu_count // n_jobs threads each (scikit-learn's convention), so
     two parallel fits on two cores run one thread each instead of two."""
+    for name in THREAD_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
     X, y = _data()
     result = cross_validate(_clf(), X, y, cv=2, n_jobs=2, return_estimator=True)
     budget = max(1, (os.cpu_count() or 1) // 2)
