@@ -4,6 +4,7 @@ uncertainty and interval coverage, bad input."""
 import pickle
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 from sklearn.base import clone
@@ -210,6 +211,21 @@ def test_missing_targets_are_masked(linnerud):
     torch.testing.assert_close(losses[1], ref.mean(0))
     assert np.isfinite(reg.predict(X)).all()
     assert np.isfinite(reg.score(X, y_nan))
+
+
+def test_pandas_missing_targets_are_missing_as_nan_is(linnerud):
+    """pd.NA in nullable (Float64) output columns marks a missing target, as NaN does: the same
+    fit; complex targets are refused, not cut to their real part."""
+    X, y = linnerud
+    y_nan = y.astype(float)
+    y_nan.iloc[:7, 1] = np.nan
+    nullable = y.astype("Float64")
+    nullable.iloc[:7, 1] = pd.NA
+    a = _small(mean_function="linear", max_epochs=2).fit(X, y_nan)
+    b = _small(mean_function="linear", max_epochs=2).fit(X, nullable)
+    np.testing.assert_array_equal(a.predict(X), b.predict(X))
+    with pytest.raises(ValueError, match="complex"):
+        _small().fit(X, y.to_numpy() + 1j)
 
 
 @pytest.mark.parametrize("X_bad, y_bad, match", [

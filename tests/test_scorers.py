@@ -314,3 +314,25 @@ def test_multitask_scorers_with_the_mtsgd_classifier():
         proba = est.predict_proba(X[test])
         assert res["test_parity_nll"][i] == pytest.approx(
             -log_loss(y[test, 1], proba[1], labels=est.classes_[1]))
+
+
+def test_pandas_missing_markers_are_missing_labels_for_the_scorers():
+    """pd.NA in a nullable column (what fit and score skip) and a NaN of any float type are
+    missing labels, left out as None is, never scored as wrong answers."""
+    X, y = _multitask_digits()
+    frame = pd.DataFrame(y, columns=["digit", "parity", "high"])
+    clf = _mo_lr().fit(X, frame)
+    with_none = frame.astype(object)
+    with_none.iloc[::3, 1] = None
+    nullable = frame.astype({"parity": "string"})           # pandas' nullable strings
+    nullable.iloc[::3, 1] = pd.NA
+    float32_nan = frame.astype(object)
+    float32_nan.iloc[::3, 1] = np.float32("nan")
+    for scorer in (nll_scorer, ece_scorer, brier_scorer, multitask_accuracy_scorer):
+        reference = scorer(clf, X, with_none)
+        assert scorer(clf, X, nullable) == pytest.approx(reference, rel=1e-12), scorer
+        assert scorer(clf, X, float32_nan) == pytest.approx(reference, rel=1e-12), scorer
+    proba = clf.predict_proba(X)[1]
+    kept = with_none["parity"].notna().to_numpy()
+    assert negative_log_likelihood(nullable["parity"], proba) == pytest.approx(
+        negative_log_likelihood(frame["parity"].to_numpy()[kept], proba[kept]))

@@ -158,7 +158,11 @@ def regression_targets(y, n_samples):
         raise ValueError(f"X has {n_samples} samples but y has {arr.shape[0]}")
     if arr.shape[1] < 1:
         raise ValueError("y has no output column")
+    if arr.dtype.kind == "c":
+        raise ValueError("y must be real numbers, got complex values")
     if arr.dtype.kind not in "fiub":
+        if arr.dtype == object:      # pd.NA / None (nullable pandas columns) is missing, as NaN
+            arr = np.where(pd.isna(arr), np.nan, arr)
         try:
             arr = arr.astype(np.float64)
         except (TypeError, ValueError):

@@ -1,6 +1,7 @@
 """Turning (y_true, y_proba) in any of the shapes scikit-learn produces into per-task pieces."""
 
 import numpy as np
+import pandas as pd
 
 _SUM_TOL = 1e-4
 
@@ -71,12 +72,12 @@ def _check_proba_matrix(p, n_samples, task=None):
 
 
 def missing_label_mask(y):
-    """True where a label is missing (NaN or None)."""
+    """True where a label is missing: NaN (of any float type), None, or pandas' ``pd.NA`` /
+    ``NaT`` (what a nullable column holds; the estimators' fit and score skip the same)."""
     if y.dtype.kind == "f":
         return np.isnan(y)
     if y.dtype == object:
-        return np.array([v is None or (isinstance(v, float) and v != v) for v in y.tolist()],
-                        dtype=bool)
+        return np.asarray(pd.isna(y), dtype=bool)
     return np.zeros(len(y), dtype=bool)
 
 
