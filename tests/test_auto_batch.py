@@ -6,15 +6,21 @@ import warnings
 
 import numpy as np
 import pytest
+from sklearn.base import clone
 from torch.utils.data import DataLoader
 
 from sklmoo import MTSGDMultiTaskClassifier, MTSGDRegressor
+from sklmoo.estimators._regressor import NOISE_LR_FACTOR
 
 
 def _large(n=12_000, seed=0):
     rng = np.random.default_rng(seed)
     X = rng.normal(size=(n, 3)).astype(np.float32)
     return X, (X[:, 0] + 0.5 * rng.normal(size=n) > 0).astype(int), X[:, 1] + rng.normal(size=n)
+
+
+def _rates(est):
+    return [group["lr"] for group in est.optimizer_.param_groups]
 
 
 @pytest.mark.parametrize("make, target", [(MTSGDMultiTaskClassifier, 1), (MTSGDRegressor, 2)])
@@ -30,9 +36,9 @@ def test_large_tables_get_a_larger_batch_and_a_scaled_rate(make, target):
     assert est.n_train_ == n_train
     # a 25th of the training rows, rounded to a power of two: 400 / 384 -> 512
     assert est.batch_size_ == 512
-    ratios = [g["lr"] / g["lr_at_auto_batch"] for g in est.optimizer_.param_groups]
-    assert ratios == pytest.approx([factor] * len(ratios))
-    assert est.optimizer_.param_groups[0]["lr"] == pytest.approx(est.lr * factor)
+    # every group scaled, the regressor's noise-scale group keeping its factor on lr
+    noise = [NOISE_LR_FACTOR] if make is MTSGDRegressor else []
+    assert _rates(est) == pytest.approx([est.lr * f * factor for f in [1.0] + noise])
     if make is MTSGDRegressor:
         assert est.kernel == "auto" and est.kernel_ == "parameter"
         small = make(n_particles=2, max_epochs=1, random_state=0).fit(X[:3000], y[:3000])
@@ -43,9 +49,12 @@ def test_large_tables_get_a_larger_batch_and_a_scaled_rate(make, target):
     assert sum("train_loss" in b for b in batches) == math.ceil(n_train / 512)
     assert [b["valid_batch_size"] for b in batches if "valid_loss" in b] == [12_000 - n_train]
     assert est._valid_batch_rows() == 4096
-    # a continued fit takes the same rate, not the rate scaled again
+    # a continued fit takes the same rate, not the rate scaled again, and a new lr when
+    # one was set since (skorch's set_params writes it into every group unscaled)
     est.set_params(warm_start=True).fit(X, y)
-    assert est.optimizer_.param_groups[0]["lr"] == pytest.approx(est.lr * factor)
+    assert _rates(est) == pytest.approx([est.lr * f * factor for f in [1.0] + noise])
+    est.set_params(lr=est.lr / 4).fit(X, y)
+    assert _rates(est) == pytest.approx([est.lr * f * factor for f in [1.0] + noise])
     # an explicit batch size is used as given, at the rate given
     fixed = make(n_particles=2, max_epochs=1, batch_size=128, random_state=0).fit(X, y)
     assert fixed.batch_size_ == 128
@@ -77,6 +86,26 @@ def test_small_tables_keep_batches_of_64_and_the_rate_given():
     assert auto.batch_size_ == 64
     np.testing.assert_array_equal(auto.predict_proba(X), given.predict_proba(X))
     assert auto.optimizer_.param_groups[0]["lr"] == auto.lr
+
+
+@pytest.mark.parametrize("make, target", [(MTSGDMultiTaskClassifier, 1), (MTSGDRegressor, 2)])
+@pytest.mark.parametrize("param", ["lr", "optimizer__lr"])
+def test_a_rate_set_after_a_fit_is_the_rate_of_the_continued_fit(make, target, param):
+    data = _large(n=300)
+    X, y = data[0], data[target]
+    est = make(n_particles=2, max_epochs=1, random_state=0).fit(X, y)
+    noise = [NOISE_LR_FACTOR] if make is MTSGDRegressor else []
+    est.set_params(**{param: 0.02}).partial_fit(X, y)
+    assert _rates(est) == pytest.approx([0.02 * f for f in [1.0] + noise])
+    # the same as a new fit at that rate would train with, and as a clone's
+    assert _rates(est) == _rates(make(n_particles=2, max_epochs=1, random_state=0,
+                                      **{param: 0.02}).fit(X, y))
+    assert est.get_params()[param] == 0.02
+    assert _rates(clone(est).fit(X, y)) == _rates(est)
+    # one group's rate, set by its index, is that group's
+    last = len(est.optimizer_.param_groups) - 1
+    est.set_params(**{f"optimizer__param_groups__{last}__lr": 0.03}).partial_fit(X, y)
+    assert _rates(est)[last] == 0.03
 
 
 def test_bad_batch_sizes_are_named():

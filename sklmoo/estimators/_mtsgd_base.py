@@ -7,6 +7,7 @@ The classifier and the regressor differ only in their targets (labels or values)
 
 import dataclasses
 import math
+import re
 
 import numpy as np
 import torch
@@ -104,6 +105,54 @@ class MTSGDNetBase(SklmooNetMixin, NeuralNet):
         targets = self._prepare_targets(y, X.shape[0], classes=classes, row_weight=row_weight)
         self.seed_ = int(check_random_state(self.random_state).randint(np.iinfo(np.int32).max))
         return X, targets
+
+    def set_params(self, **params):
+        """Set the estimator's parameters (skorch's ``set_params``).
+
+        A learning rate set on a fitted estimator (``lr``, ``optimizer__lr``,
+        ``optimizer__param_groups__<i>__lr``) is the rate its next continued fit
+        (``partial_fit``, ``warm_start=True``) trains at, as a new fit would (the regressor's
+        noise-scale parameters at their multiple of it); ``optimizer__lr`` stays among the
+        parameters (``get_params``, ``clone``), as before a fit.
+
+        Parameters
+        ----------
+        **params : dict
+            Estimator parameters.
+
+        Returns
+        -------
+        self : estimator
+        """
+        super().set_params(**params)
+        groups = getattr(getattr(self, "optimizer_", None), "param_groups", None)
+        if not groups:
+            return self
+        if "optimizer__lr" in params:        # skorch's setter only writes it into the groups
+            self.__dict__["optimizer__lr"] = params["optimizer__lr"]
+        if "lr" in params or "optimizer__lr" in params:
+            # without groups of its own the rate skorch's setter wrote into every group
+            built = self._group_rates() or [group["lr"] for group in groups]
+            for group, rate in zip(groups, built):
+                group["lr"] = group["lr_at_auto_batch"] = rate
+        for key, value in params.items():
+            match = re.fullmatch(r"optimizer__param_groups__(\d+)__lr", key)
+            if match and int(match[1]) < len(groups):
+                groups[int(match[1])]["lr_at_auto_batch"] = value
+        return self
+
+    def _group_rates(self):
+        """Each parameter group's learning rate as a new optimizer would get it from the
+        estimator's parameters (``lr``, ``optimizer__lr``, ``optimizer__param_groups``, an
+        estimator's own groups); None when these groups are not the optimizer's (an
+        ``initialize_optimizer`` of the user's)."""
+        groups = self.optimizer_.param_groups
+        (built,), kwargs = self.get_params_for_optimizer(
+            "optimizer", self.get_all_learnable_params())
+        if len(built) != len(groups) or any(len(a["params"]) != len(b["params"])
+                                            for a, b in zip(built, groups)):
+            return None
+        return [group.get("lr", kwargs.get("lr", self.lr)) for group in built]
 
     def _continue(self, X, y, partial):
         self._check_params()
@@ -251,7 +300,8 @@ class MTSGDNetBase(SklmooNetMixin, NeuralNet):
                        "warmup_epochs or raise max_epochs")
         for group in self.optimizer_.param_groups:
             # the rate for this fit's batch: each group's lr is its rate at ``_auto_batch`` rows,
-            # kept in the group, so that a continued fit does not scale it twice
+            # kept in the group (a rate set since: :meth:`set_params`), so that a continued
+            # fit does not scale it twice
             group["lr"] = group.setdefault("lr_at_auto_batch", group["lr"]) * lr_factor
         if "optimizer__weight_decay" not in vars(self):
             # a N(0, 1/prior_precision) prior on every weight, as weight decay on the mean loss
