@@ -66,7 +66,7 @@ def test_warm_start_refit_on_other_data_is_refused_and_keeps_the_model(digits):
     assert len(clf.history) == 4
 
 
-def test_divergence_with_adam_is_detected(digits):
+def test_divergence_with_adam_is_detected(digits, tmp_path):
     # item 6: Adam at lr=1e6 used to return "fitted" with a training loss of ~5e19
     X, y = digits
     clf = _mt(lr=1e6, max_epochs=6)
@@ -75,6 +75,14 @@ def test_divergence_with_adam_is_detected(digits):
     assert not clf.__sklearn_is_fitted__()
     with pytest.raises(NotFittedError):
         clf.predict(X[:3])
+    _nothing_to_save(clf, tmp_path)
+
+
+def _nothing_to_save(est, tmp_path):
+    """An estimator that is not fitted saves no network (load_params would serve it)."""
+    with pytest.raises(NotFittedError, match="no fitted network to save"):
+        est.save_params(f_params=tmp_path / "p.pt")
+    assert not (tmp_path / "p.pt").exists()
 
 
 class _InterruptAfter(Callback):
@@ -103,7 +111,7 @@ class _InterruptInside(Callback):
     lambda **kw: MTSGDRegressor(n_particles=2, max_epochs=3, module__hidden_units=(8,),
                                 random_state=0, **kw),
 ])
-def test_interrupted_or_reinitialised_estimators_are_not_fitted(digits, make):
+def test_interrupted_or_reinitialised_estimators_are_not_fitted(digits, make, tmp_path):
     # item 9: KeyboardInterrupt returned normally with the estimator marked fitted, and
     # set_params(module__...) re-initialised the weights while predict kept working
     X, y = digits
@@ -122,6 +130,7 @@ def test_interrupted_or_reinitialised_estimators_are_not_fitted(digits, make):
     with pytest.raises(KeyboardInterrupt, match="interrupted after 2 of 3 epochs"):
         last.fit(X, y)
     assert not last.__sklearn_is_fitted__()
+    _nothing_to_save(last, tmp_path)
     clf = make()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
@@ -131,6 +140,7 @@ def test_interrupted_or_reinitialised_estimators_are_not_fitted(digits, make):
     assert not clf.__sklearn_is_fitted__()
     with pytest.raises(NotFittedError):
         clf.predict(X[:3])
+    _nothing_to_save(clf, tmp_path)
     assert make().__sklearn_is_fitted__() is False
 
 

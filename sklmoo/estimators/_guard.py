@@ -849,7 +849,16 @@ class SklmooNetMixin:
         replaced; a device such as ``os.devnull`` is written directly). A path that is a
         directory, or one file named twice, is refused before anything is written. A file
         object is written as it is.
+
+        An estimator that is not fitted (never fitted, or its last fit diverged or was
+        interrupted, or ``set_params`` replaced its network) raises ``NotFittedError``; a
+        callback during a fit (skorch's ``Checkpoint``) saves the fit in progress.
         """
+        if self._fit_split is None and not self.__sklearn_is_fitted__():
+            raise NotFittedError(f"This {type(self).__name__} instance is not fitted: there is "
+                                 "no fitted network to save (a fit that diverged or was "
+                                 "interrupted, or set_params(module__...), leaves none); fit "
+                                 "it first")
         files = dict(kwargs, f_params=f_params, f_optimizer=f_optimizer,
                      f_criterion=f_criterion, f_history=f_history)
         paths = {key: f for key, f in files.items()
