@@ -176,7 +176,8 @@ class MTSGDRegressor(RegressorMixin, MTSGDNetBase):
     task_names_ : list of str
         The target DataFrame's column names (a Series' name), else ``output_0``, ...
     y_mean_, y_scale_ : ndarray of shape (n_outputs,)
-        The standardisation of the outputs (0 and 1 with ``normalize_y=False``).
+        The standardisation of the outputs (0 and 1 with ``normalize_y=False``), kept in the
+        module too (:meth:`save_params` saves it with the network).
     n_features_in_ : int
         Number of features seen in ``fit``.
     module_ : MultiTaskParticleNet
@@ -290,6 +291,25 @@ class MTSGDRegressor(RegressorMixin, MTSGDNetBase):
 
     _calibrations = ("variance",)
     _recalibration_attribute = "variance_scale_"
+
+    def initialize_module(self):
+        """The particle network, with the targets' standardisation (``y_mean_``,
+        ``y_scale_``) in a buffer of its own, so that ``save_params`` / ``load_params`` keep
+        the units the network predicts in."""
+        super().initialize_module()
+        moments = np.stack([self.y_mean_, self.y_scale_])
+        self.module_.register_buffer("target_moments",
+                                     torch.as_tensor(moments, dtype=torch.float64))
+        return self
+
+    def _after_load_params(self):
+        """Loading ``f_params`` also restores the targets' standardisation and, with the
+        kernel mean function, which outputs the networks add to (its gates)."""
+        super()._after_load_params()
+        self.y_mean_, self.y_scale_ = self.module_.target_moments.detach().cpu().numpy().copy()
+        mean = self.module_.output_map
+        if isinstance(mean, KernelMean):
+            self.networks_used_ = mean.gate.cpu().numpy() > 0
 
     def _check_params(self):
         super()._check_params()

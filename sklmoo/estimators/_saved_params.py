@@ -1,6 +1,6 @@
 """The checks ``load_params`` makes of the files it reads: declared sizes bounded by what the
 estimator holds before anything is decompressed, and the loaded state dict (keys, shapes, the
-draws, finite values, positive recalibration) checked before anything is copied into the
+draws, finite values, positive recalibration and target scales) checked before anything is copied into the
 module."""
 
 import contextlib
@@ -182,6 +182,10 @@ def check_state_dict(module, state_dict, source):
     if recalibration is not None and not bool((recalibration > 0).all()):
         raise ValueError(f"{source}: the recalibration (temperatures / variance scales) must be "
                          f"positive, got {recalibration.tolist()}")
+    moments = state_dict.get("target_moments")          # the regressor's (y_mean_, y_scale_)
+    if moments is not None and not bool((moments[1] > 0).all()):
+        raise ValueError(f"{source}: the target scales must be positive, got "
+                         f"{moments[1].tolist()}")
 
 
 def _all_finite(tensor):
