@@ -505,3 +505,26 @@ def test_loading_parameters_of_other_features_does_not_blame_mean_function(iris,
     other = _reg(mean_function=None).fit(X, X[:, 0])
     with pytest.raises(ValueError, match="differ in mean_function"):
         other.load_params(f_params=tmp_path / "four.pt")
+
+
+def test_predict_checks_the_whole_sample_shape(iris):
+    """Images are checked against the fitted sample shape, not only their channels: another
+    height / width is refused naming both shapes; flat rows of the right size and the fitted
+    shape are both taken, whichever layout the fit saw; tabular X must stay 2-D."""
+    rng = np.random.default_rng(0)
+    images = rng.normal(size=(60, 1, 8, 8)).astype(np.float32)
+    labels = (images[:, 0, :4].mean(axis=(1, 2)) > 0).astype(int)
+    small = dict(n_particles=2, max_epochs=1, random_state=0)     # a LeNet trunk
+    est = MTSGDMultiTaskClassifier(**small).fit(images, labels)
+    with pytest.raises(ValueError, match=r"shape \(1, 4, 16\).*shape \(1, 8, 8\)"):
+        est.predict(images.reshape(60, 1, 4, 16))
+    with pytest.raises(ValueError, match=r"shape \(1, 16, 16\)"):
+        est.predict(np.zeros((2, 1, 16, 16), dtype=np.float32))
+    flat = images.reshape(60, 64)
+    np.testing.assert_array_equal(est.predict_proba(flat), est.predict_proba(images))
+    flat_fit = MTSGDMultiTaskClassifier(**small, input_shape=(1, 8, 8)).fit(flat, labels)
+    np.testing.assert_array_equal(flat_fit.predict_proba(images), flat_fit.predict_proba(flat))
+    X, y = iris
+    tabular = _mtsgd(max_epochs=1).fit(X, y)
+    with pytest.raises(ValueError, match="fitted on 2-D X"):
+        tabular.predict(X[:, None, :])

@@ -228,6 +228,8 @@ class SklmooNetMixin:
                 raise ValueError(f"X has {n_features} features, but {type(self).__name__} is "
                                  f"expecting {self.n_features_in_} features as input.")
         else:
+            if not reset:
+                X = self._as_fit_layout(X)
             # a read-only array (pandas' to_numpy(), joblib's and np.load's memory maps) is
             # not copied: batches are gathered from it with NumPy (RowData)
             X = validate_data(self, X, reset=reset, allow_nd=True, dtype=np.float32)
@@ -246,6 +248,29 @@ class SklmooNetMixin:
                                      f"{int(np.prod(X.shape[1:]))} features of X")
             self.input_shape_ = tuple(shape)
         return X
+
+    def _as_fit_layout(self, X):
+        """``X`` after a fit: samples of the fitted shape (``input_shape_``) or flat rows of
+        its size are taken, in the layout the fit saw (scikit-learn's check then compares
+        ``n_features_in_``); any other sample shape is a ``ValueError`` naming both shapes
+        (scikit-learn's check compares only the second dimension, an image's channels)."""
+        shape = getattr(self, "input_shape_", None)
+        given = getattr(X, "shape", None)
+        if shape is None or given is None or len(given) < 2:
+            return X
+        given, size = tuple(given[1:]), int(np.prod(shape))
+        if len(shape) == 1:
+            if len(given) > 1:
+                raise ValueError(f"X has samples of shape {given}, but {type(self).__name__} "
+                                 f"was fitted on 2-D X (n_samples, {shape[0]})")
+            return X
+        flat_fit = self.n_features_in_ == size and tuple(shape) != (size,)
+        if given == tuple(shape):
+            return np.asarray(X).reshape(len(X), size) if flat_fit else X
+        if given == (size,):
+            return X if flat_fit else np.asarray(X).reshape(len(X), *shape)
+        raise ValueError(f"X has samples of shape {given}, but {type(self).__name__} was fitted "
+                         f"on samples of shape {tuple(shape)} (or flat rows of {size} values)")
 
     def _dataset_targets(self, X, y):
         """``(X, y)`` for a fit: with ``y=None`` and a torch ``Dataset`` of ``(x, y)`` items
