@@ -528,3 +528,13 @@ def test_predict_checks_the_whole_sample_shape(iris):
     tabular = _mtsgd(max_epochs=1).fit(X, y)
     with pytest.raises(ValueError, match="fitted on 2-D X"):
         tabular.predict(X[:, None, :])
+
+
+@pytest.mark.parametrize("name", ["mtsgd", "regressor"])
+def test_a_trunk_without_parameters_is_refused_before_training(iris, name):
+    X, y = iris
+    est = ESTIMATORS[name](module__hidden_units=(), mean_function="linear") if (
+        name == "regressor") else ESTIMATORS[name](module__hidden_units=())
+    with pytest.raises(ValueError, match="trunk has no parameters"):
+        est.fit(X, _target(name, y, X))
+    assert not est.__sklearn_is_fitted__()

@@ -421,6 +421,13 @@ class MTSGDNetBase(SklmooNetMixin, NeuralNet):
                                                 input_shape=shape,
                                                 head_factory=self._head_factory(),
                                                 output_map=self._output_map())
+        if not self.module_.trunk.member_parameters():
+            raise ValueError(
+                "the network's trunk has no parameters (module__hidden_units=() or a "
+                "parameter-free module): MT-SGD moves the particles' shared trunk along the "
+                "direction common to the tasks and each task's head on its own, so it needs "
+                "a trunk to train; give it at least one hidden layer (for heads directly on X, "
+                "a linear model, or L2ESamplerClassifier, fits them)")
         self._register_recalibration(self.n_tasks_)
         return self
 
