@@ -1,6 +1,8 @@
 """SG-MCMC baselines, the L2E transition, ES and meta-training."""
 
+import os
 import pathlib
+from unittest import mock
 
 import numpy as np
 import pytest
@@ -251,6 +253,19 @@ def test_a_card_that_cannot_be_written_leaves_the_saved_pair(tmp_path):
     with pytest.raises(TypeError, match="the card holds a object"):
         other.save(tmp_path / "m")
     assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before
+    # a card the file system refuses to put in place while the weights could be: neither
+    # file is replaced (the card's rename comes first)
+    real_replace = os.replace
+
+    def refuse_the_card(source, target):
+        if str(target).endswith("m.json"):
+            raise OSError(28, "No space left on device")
+        return real_replace(source, target)
+
+    with mock.patch("os.replace", refuse_the_card):
+        with pytest.raises(OSError, match="No space"):
+            MetaSampler(card={"run": 2}).save(tmp_path / "m")
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before   # no temporaries
 
 
 def test_es_estimator_is_unbiased_on_a_quadratic():

@@ -14,7 +14,7 @@ import torch
 from torch import nn
 
 from .. import __version__
-from .._io import atomic_write, atomic_write_text, read_json
+from .._io import atomic_files, read_json
 from ._sgmcmc import (add_thermal_noise, as_tree, check_sampler_settings, checked_gradients,
                       like_input, time_step)
 
@@ -113,11 +113,14 @@ class MetaSampler(nn.Module):
         bad = [k for k, v in arrays.items() if not np.isfinite(v).all()]
         if bad:
             raise FloatingPointError(f"refusing to save non-finite meta-parameters {bad}")
-        # the card first: one that cannot be written must not leave new weights beside the old
-        # card; each file is replaced whole, so an interrupted save leaves the previous version
+        # both files written to temporaries first, then renamed: a card or weights that
+        # cannot be written (a directory in the way, a full disk) leave both previous
+        # versions, never new weights beside the old card
         card = json.dumps(self.card, indent=1, sort_keys=True, default=_card_value)
-        atomic_write(path, lambda f: np.savez(f, **arrays))
-        atomic_write_text(_card_path(path), card)
+        with atomic_files({"card": _card_path(path), "weights": path}) as temporaries:
+            pathlib.Path(temporaries["card"]).write_text(card, encoding="utf-8")
+            with open(temporaries["weights"], "wb") as f:
+                np.savez(f, **arrays)
         return path
 
     @classmethod
