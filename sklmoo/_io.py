@@ -93,6 +93,25 @@ def atomic_write(path, write):
     return path
 
 
+def atomic_writes(writes):
+    """Write several files as one: ``writes`` maps each path to a ``write(file)`` (a binary
+    file object open for writing); every file goes to a temporary in its directory (created
+    if missing) and the temporaries are renamed only once all are written
+    (:func:`atomic_files`), so a write that fails leaves every previous version.
+
+    Parameters
+    ----------
+    writes : dict of str or Path to callable
+    """
+    paths = {i: pathlib.Path(path) for i, path in enumerate(writes)}
+    for path in paths.values():
+        path.parent.mkdir(parents=True, exist_ok=True)
+    with atomic_files(paths) as temporaries:
+        for i, write in enumerate(writes.values()):
+            with open(temporaries[i], "wb") as f:
+                write(f)
+
+
 def atomic_write_text(path, text):
     """:func:`atomic_write` for a UTF-8 text."""
     return atomic_write(path, lambda f: f.write(text.encode("utf-8")))

@@ -57,6 +57,7 @@ class _Injector:
 def _instrument(monkeypatch, injector):
     real_step, real_write, real_replace = (MetaTrainer.outer_step, sklmoo._io.atomic_write,
                                            os.replace)
+    real_writes = sklmoo._io.atomic_writes
 
     def outer_step(self):
         injector.tick("before an outer step")
@@ -72,24 +73,29 @@ def _instrument(monkeypatch, injector):
         finally:
             del self._losses
 
+    def half_then_rest(f, write):
+        injector.tick("before writing")
+        buffer = io.BytesIO()
+        write(buffer)
+        blob = buffer.getvalue()
+        f.write(blob[: len(blob) // 2])
+        injector.tick("half-way through a write")
+        f.write(blob[len(blob) // 2:])
+
     def atomic_write(path, write):
-        def half_then_rest(f):
-            injector.tick("before writing")
-            buffer = io.BytesIO()
-            write(buffer)
-            blob = buffer.getvalue()
-            f.write(blob[: len(blob) // 2])
-            injector.tick("half-way through a write")
-            f.write(blob[len(blob) // 2:])
-        return real_write(path, half_then_rest)
+        return real_write(path, lambda f: half_then_rest(f, write))
+
+    def atomic_writes(writes):
+        return real_writes({path: (lambda write: lambda f: half_then_rest(f, write))(write)
+                            for path, write in writes.items()})
 
     def replace(src, dst):
         injector.tick("before the rename")
         return real_replace(src, dst)
 
     monkeypatch.setattr(MetaTrainer, "outer_step", outer_step)
-    for module in (train_module, sys.modules["sklmoo.samplers._l2e"]):
-        monkeypatch.setattr(module, "atomic_write", atomic_write)
+    monkeypatch.setattr(train_module, "atomic_write", atomic_write)
+    monkeypatch.setattr(sys.modules["sklmoo.samplers._l2e"], "atomic_writes", atomic_writes)
     monkeypatch.setattr(sklmoo._io.os, "replace", replace)
 
 

@@ -14,7 +14,7 @@ import torch
 from torch import nn
 
 from .. import __version__
-from .._io import atomic_files, read_json
+from .._io import atomic_writes, read_json
 from ._sgmcmc import (add_thermal_noise, as_tree, check_sampler_settings, checked_gradients,
                       like_input, time_step)
 
@@ -117,10 +117,8 @@ class MetaSampler(nn.Module):
         # cannot be written (a directory in the way, a full disk) leave both previous
         # versions, never new weights beside the old card
         card = json.dumps(self.card, indent=1, sort_keys=True, default=_card_value)
-        with atomic_files({"card": _card_path(path), "weights": path}) as temporaries:
-            pathlib.Path(temporaries["card"]).write_text(card, encoding="utf-8")
-            with open(temporaries["weights"], "wb") as f:
-                np.savez(f, **arrays)
+        atomic_writes({_card_path(path): lambda f: f.write(card.encode("utf-8")),
+                       path: lambda f: np.savez(f, **arrays)})
         return path
 
     @classmethod
