@@ -9,6 +9,7 @@ import json
 import os
 import pathlib
 import zipfile
+import zlib
 
 #: the deepest nesting :func:`read_json` accepts (sklmoo's own JSON files nest 2 to 5 levels)
 MAX_JSON_DEPTH = 64
@@ -290,7 +291,8 @@ def check_torch_archive(file, limit, *, allow_stored_bytes=False):
         Naming the file and the sizes, if the members declare more than allowed.
     ValueError
         Naming the file, if it is not a zip archive (a truncated file, one of torch's legacy
-        format, or no torch file at all).
+        format, or no torch file at all) or a member does not match its CRC-32 (damaged
+        data, read after the sizes are checked).
     """
     name = _describe(file)
     if isinstance(file, (str, os.PathLike)):
@@ -305,6 +307,10 @@ def check_torch_archive(file, limit, *, allow_stored_bytes=False):
         return _check_torch_archive(file, name, limit, allow_stored_bytes)
     finally:
         file.seek(start)
+
+
+#: bytes read at a time when an archive's members are checked against their CRC-32
+CHECK_CHUNK_BYTES = 2 ** 20
 
 
 def _check_torch_archive(f, name, limit, allow_stored_bytes):
@@ -328,6 +334,17 @@ def _check_torch_archive(f, name, limit, allow_stored_bytes):
             f"{name}: its members declare {declared} bytes once decompressed, more than the "
             f"{limit} bytes expected for this state (the largest, {largest.filename!r}, "
             f"{largest.file_size} bytes in {largest.compress_size} on disk); refusing to load it")
+    # every member read once, within the sizes just bounded, against its CRC-32 (torch's
+    # reader does not check them: damaged tensor data would load as other numbers)
+    f.seek(start)
+    try:
+        with zipfile.ZipFile(f) as archive:
+            for member in archive.infolist():
+                with archive.open(member) as stream:
+                    while stream.read(CHECK_CHUNK_BYTES):
+                        pass
+    except (zipfile.BadZipFile, EOFError, OSError, ValueError, zlib.error) as exc:
+        raise ValueError(f"{name} is corrupted: {type(exc).__name__}: {exc}") from None
     return declared
 
 

@@ -4,6 +4,7 @@ the problem, or the behaviour scikit-learn users expect."""
 import warnings
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 from sklearn.base import clone
@@ -538,3 +539,34 @@ def test_a_trunk_without_parameters_is_refused_before_training(iris, name):
     with pytest.raises(ValueError, match="trunk has no parameters"):
         est.fit(X, _target(name, y, X))
     assert not est.__sklearn_is_fitted__()
+
+
+def test_a_corrupted_params_file_is_a_value_error_naming_it(iris, tmp_path):
+    X, y = iris
+    est = _quiet(_mtsgd().fit, X, y)
+    est.save_params(f_params=tmp_path / "p.pt")
+    raw = bytearray((tmp_path / "p.pt").read_bytes())
+    middle = len(raw) // 2
+    raw[middle:middle + 64] = bytes(64)           # same length: the archive's sizes still hold
+    (tmp_path / "bad.pt").write_bytes(bytes(raw))
+    before = est.predict_proba(X)
+    with pytest.raises(ValueError, match="bad.pt is corrupted"):
+        est.load_params(f_params=tmp_path / "bad.pt")
+    np.testing.assert_array_equal(est.predict_proba(X), before)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without CUDA")
+@pytest.mark.parametrize("name", list(ESTIMATORS))
+def test_a_device_set_after_fit_is_checked_when_predicting(iris, name):
+    X, y = iris
+    est = _quiet(ESTIMATORS[name]().fit, X, _target(name, y, X))
+    est.set_params(device="cuda")
+    with pytest.raises(ValueError, match="CUDA is not available"):
+        est.predict(X)
+
+
+def test_l2e_names_missing_labels():
+    X = np.random.default_rng(0).normal(size=(20, 3)).astype(np.float32)
+    y = pd.array(["a", "b"] * 9 + [None, "b"], dtype="string")
+    with pytest.raises(ValueError, match="missing labels"):
+        _l2e().fit(X, y)

@@ -208,10 +208,12 @@ class SklmooNetMixin:
             raise ValueError(f"{name} must be a finite {kind} number, got {value!r}")
 
     def check_is_fitted(self, attributes=None, *args, **kwargs):
-        """Raise ``NotFittedError`` unless a fit has completed with the current module."""
+        """Raise ``NotFittedError`` unless a fit has completed with the current module; and
+        the ``ValueError`` of a fit when ``device`` (set since) cannot be used."""
         if not self.__sklearn_is_fitted__():
             raise NotFittedError(f"This {type(self).__name__} instance is not fitted yet: call "
                                  "fit with appropriate arguments first")
+        self._check_device_available()
 
     def _validate_X(self, X, reset):
         """Finite float32 ``X`` of any rank; on ``reset`` also the shape of one sample
@@ -904,7 +906,8 @@ class SklmooNetMixin:
 
         Loading is checked before anything is read: every ``torch.save`` file (a path or a
         file object, put back where it was) must be a zip archive whose members declare
-        about the size of the state it replaces, not more, and ``f_history`` a JSON list of
+        about the size of the state it replaces, not more, and match their checksums
+        (CRC-32), and ``f_history`` a JSON list of
         at most 16 MB. The loaded parameters must then have the module's keys and shapes,
         each backed by data in the file, finite values and positive recalibration factors;
         otherwise nothing is copied.
@@ -942,10 +945,14 @@ class SklmooNetMixin:
         try:
             with (checked_loads(module, source) if isinstance(module, torch.nn.Module)
                   and source is not None else contextlib.nullcontext()):
-                super().load_params(f_params=f_params, f_optimizer=f_optimizer,
-                                    f_criterion=f_criterion, f_history=f_history,
-                                    checkpoint=checkpoint, use_safetensors=use_safetensors,
-                                    **kwargs)
+                try:
+                    super().load_params(f_params=f_params, f_optimizer=f_optimizer,
+                                        f_criterion=f_criterion, f_history=f_history,
+                                        checkpoint=checkpoint,
+                                        use_safetensors=use_safetensors, **kwargs)
+                except RuntimeError as exc:     # torch's reader on a corrupted archive
+                    names = ", ".join(str(f) for f in files.values())
+                    raise ValueError(f"cannot load {names}: {exc}") from exc
             if source is not None:
                 # checks what was loaded before it sets any fitted attribute
                 self._after_load_params()

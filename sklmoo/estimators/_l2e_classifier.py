@@ -4,6 +4,7 @@ import math
 import pathlib
 
 import numpy as np
+import pandas as pd
 import torch
 from sklearn.base import ClassifierMixin
 from sklearn.exceptions import ConvergenceWarning, NotFittedError
@@ -350,6 +351,11 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
             # before type_of_target, which casts NaN / inf to int (a RuntimeWarning), as
             # scikit-learn's classifiers check y
             assert_all_finite(np.asarray(y), input_name="y")
+        elif np.asarray(y).dtype == object and pd.isna(np.asarray(y)).any():
+            raise ValueError("y contains missing labels (None, NaN or pd.NA): "
+                             f"{type(self).__name__} fits one task and needs every label; "
+                             "drop those rows (MTSGDMultiTaskClassifier leaves missing labels "
+                             "out of their task's loss)")
         check_classification_targets(y)
         y = column_or_1d(y, warn=True)
         if len(y) != n_samples:
