@@ -230,3 +230,14 @@ def test_stacked_linear_is_each_members_linear_layer_and_checks_its_input():
     torch.testing.assert_close(layer(shared), layer(shared.expand(3, 5, 8)))
     with pytest.raises(ValueError, match=r"takes \(members, batch, in_features\) inputs"):
         layer(torch.randn(5, 8))
+
+
+def test_flattening_refuses_parameters_of_other_particle_counts():
+    """Every stacked parameter has the particles as its leading dimension: tensors that do
+    not agree would be reshaped into other particles' rows."""
+    with pytest.raises(ValueError, match=r"same number of particles.*\[4, 3\]"):
+        flatten_particles([torch.zeros(4, 6), torch.zeros(3, 8)])
+    with pytest.raises(ValueError, match="no parameters"):
+        flatten_particles([])
+    with pytest.raises(ValueError, match="particles"):
+        unflatten_like(torch.zeros(3, 4), [torch.zeros(4, 3)])

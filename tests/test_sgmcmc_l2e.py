@@ -471,3 +471,21 @@ def test_parameter_average_is_the_normalised_exponential_average(decay):
     assert torch.equal(p, last)
     with pytest.raises(ValueError, match="decay"):
         ParameterAverage([p], 1.0)
+
+
+@pytest.mark.parametrize("make", [lambda: SGHMC(1e-2, 100), lambda: L2E(MetaSampler(), 1e-2, 100)],
+                         ids=["sghmc", "l2e"])
+def test_a_transition_to_nan_or_inf_is_refused(make):
+    """A NaN parameter given, or a finite gradient whose step overflows float32, stops the
+    update naming the parameter instead of returning a NaN / inf state; a caller that tracks
+    diverging chains itself turns the check off."""
+    sampler = make()
+    state = sampler.init({"w": torch.tensor([float("nan"), 0.0])})
+    with pytest.raises(FloatingPointError, match="parameter 'w' is NaN or inf after step 0"):
+        sampler.update(state, {"w": torch.zeros(2)})
+    state = sampler.init({"w": torch.zeros(2)})
+    huge = {"w": torch.tensor([3e38, 0.0])}
+    with pytest.raises(FloatingPointError, match="after step 0"):
+        sampler.update(state, huge)
+    unchecked = sampler.update(state, huge, check_state=False)
+    assert not torch.isfinite(unchecked.params["w"]).all()

@@ -387,3 +387,26 @@ def test_one_target_divergence_errors_name_the_cause():
         SVGD().direction(x, s[:, :3])
     with pytest.raises(ValueError, match=r"\(K, M, d\)"):
         SVGD().direction(x, torch.tensor(1.0))
+
+
+@pytest.mark.parametrize("rule", [SVGD(), MTSGD(), MOOSVGD()], ids=repr)
+def test_non_finite_particles_are_named(rule):
+    """A NaN or inf particle (finite scores) stops the step naming the particles, not a
+    NaN direction and not the scores."""
+    x = torch.randn(6, 2, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    scores = -x[None] if isinstance(rule, SVGD) else torch.stack([-x, 1 - x])
+    for bad in (float("nan"), float("inf")):
+        y = x.clone()
+        y[0, 0] = bad
+        with pytest.raises(FloatingPointError, match="particles contain NaN or inf"):
+            rule.direction(y, scores)
+
+
+def test_rule_settings_that_give_nan_are_refused():
+    with pytest.raises(ValueError, match="repulsion must be a finite number"):
+        SVGD(repulsion=float("nan"))
+    with pytest.raises(ValueError, match="repulsion must be a finite number"):
+        MTSGD(repulsion=float("inf"))
+    x = torch.randn(4, 2)
+    with pytest.raises(ValueError, match="be finite"):
+        LinearScalarization(weights=[float("inf"), 1.0]).direction(x, torch.stack([-x, -x]))

@@ -404,7 +404,12 @@ def flatten_particles(params):
     >>> flatten_particles([torch.zeros(4, 2, 3), torch.zeros(4, 5)]).shape
     torch.Size([4, 11])
     """
+    if not len(params):
+        raise ValueError("no parameters to flatten")
     m = params[0].shape[0]
+    if any(p.shape[0] != m for p in params):          # shapes only: no tensor operation
+        raise ValueError(f"every parameter needs the same number of particles (leading "
+                         f"dimension), got {[p.shape[0] for p in params]}")
     return torch.cat([p.reshape(m, -1) for p in params], dim=1)
 
 
@@ -421,6 +426,9 @@ def unflatten_like(flat, params):
     True
     """
     m = flat.shape[0]
+    if any(p.shape[0] != m for p in params):
+        raise ValueError(f"an ({m}, {flat.shape[1]}) matrix does not split into parameters of "
+                         f"{[p.shape[0] for p in params]} particles")
     sizes = [p.numel() // m if m else 0 for p in params]
     if m == 0 or sum(sizes) != flat.shape[1]:
         raise ValueError(f"an ({m}, {flat.shape[1]}) matrix does not split into parameters of "

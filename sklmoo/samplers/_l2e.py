@@ -16,7 +16,7 @@ from torch import nn
 from .. import __version__
 from .._io import atomic_writes, read_json
 from ._sgmcmc import (add_thermal_noise, as_tree, check_sampler_settings, checked_gradients,
-                      like_input, time_step)
+                      checked_state, like_input, time_step)
 
 #: decays of the six running gradient means fed to the meta-model
 GRADIENT_DECAYS = (0.1, 0.5, 0.9, 0.99, 0.999, 0.9999)
@@ -598,8 +598,9 @@ class L2E:
         state.pop("_mean_weight_cache", None)
         return state
 
-    def update(self, state, grads, generator=None):
-        """One L2E transition given the mean-loss gradients at ``state.params``."""
+    def update(self, state, grads, generator=None, check_state=True):
+        """One L2E transition given the mean-loss gradients at ``state.params``; the checks
+        and ``check_state`` as in :meth:`SGHMC.update`."""
         params, momentum = as_tree(state.params), as_tree(state.momentum)
         means_tree = as_tree(state.grad_means)
         g = checked_gradients(params, grads, state.step)
@@ -626,6 +627,8 @@ class L2E:
             beta = self._meta_outputs(weights, feats, sizes, beta_only=True)
             new_p = {k: torch.add(params[k].reshape(be.shape), be, alpha=eps)
                      .view(params[k].shape) for k, be in zip(keys, beta)}
+        if check_state:
+            checked_state(new_p, new_r, state.step)
         return L2EState(params=like_input(new_p, state.params),
                         momentum=like_input(new_r, state.params),
                         grad_means=like_input(means, state.params), step=state.step + 1)

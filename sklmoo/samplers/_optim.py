@@ -29,6 +29,10 @@ class SamplerOptimizer(torch.optim.Optimizer):
     them, such as skorch's ``save_params(f_optimizer=...)`` and ``Checkpoint``) continue a chain
     exactly, including its noise generator.
 
+    Non-finite gradients are refused at every step (``FloatingPointError`` naming the tensor);
+    the new parameters are not checked every step (a host synchronisation each): check them
+    where the training loop can act on it, e.g. at each epoch's end, as sklmoo's estimators do.
+
     Parameters
     ----------
     named_params : iterable of (str, Parameter)
@@ -146,9 +150,11 @@ class SamplerOptimizer(torch.optim.Optimizer):
             return loss
         if group["lr"] is not None and group["lr"] != getattr(self.sampler, "step_size", None):
             self.sampler.step_size = float(group["lr"])     # set by an LR scheduler
-        # the sampler rejects non-finite gradients (naming the tensor) before anything moves
+        # the sampler rejects non-finite gradients (naming the tensor) before anything moves;
+        # the new state is not checked every step (one more host synchronisation): an
+        # estimator checks its parameters at each epoch's end
         state = self._current_state({n: p.detach() for n, p in zip(self.names, params)})
-        new = self.sampler.update(state, grads, generator=self.generator)
+        new = self.sampler.update(state, grads, generator=self.generator, check_state=False)
         for name, p in zip(self.names, params):
             p.copy_(new.params[name])
             for f in self._state_layout[2]:

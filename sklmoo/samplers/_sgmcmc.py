@@ -56,6 +56,21 @@ def checked_gradients(params, grads, step):
     return g
 
 
+def checked_state(params, momentum, step):
+    """``FloatingPointError`` naming the first parameter whose new value or momentum after
+    ``step`` is NaN or inf (a parameter given that was not finite, or a transition that
+    overflowed); one host synchronisation for all of them."""
+    sums = torch.stack([params[k].sum() + momentum[k].sum() for k in params])
+    if torch.isfinite(sums).all():
+        return
+    for k in params:
+        if not (all_finite(params[k]) and all_finite(momentum[k])):
+            name = f"parameter {k!r}" if k else "the parameter"
+            raise FloatingPointError(
+                f"{name} is NaN or inf after step {step}: a parameter given was not "
+                "finite, or the transition overflowed (lower step_size, or scale the loss)")
+
+
 def _is_real(value):
     return isinstance(value, numbers.Real) and not isinstance(value, bool)
 
@@ -179,8 +194,11 @@ class SGHMC:
                           momentum=like_input({k: torch.zeros_like(v) for k, v in tree.items()},
                                               params))
 
-    def update(self, state, grads, generator=None):
-        """One transition given the mean-loss gradients at ``state.params``."""
+    def update(self, state, grads, generator=None, check_state=True):
+        """One transition given the mean-loss gradients at ``state.params``: a
+        ``FloatingPointError`` for a non-finite gradient and, with ``check_state``, for a new
+        parameter or momentum that is NaN or inf (a caller that tracks diverging chains
+        itself, as meta-training does, passes False)."""
         params, momentum = as_tree(state.params), as_tree(state.momentum)
         g = checked_gradients(params, grads, state.step)
         eps = self.epsilon(state.step)
@@ -192,6 +210,8 @@ class SGHMC:
             r = momentum[k] - eps * (n * grad + a * momentum[k])
             new_r[k] = r = add_thermal_noise(r, a, eps, temp, generator)
             new_p[k] = theta + eps * r
+        if check_state:
+            checked_state(new_p, new_r, state.step)
         return SGHMCState(params=like_input(new_p, state.params),
                           momentum=like_input(new_r, state.params), step=state.step + 1)
 

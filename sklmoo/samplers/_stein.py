@@ -114,6 +114,8 @@ def _check_inputs(particles, scores):
     scores = _check_shapes(particles, scores)
     if not all_finite(scores):
         raise FloatingPointError("scores contain NaN or inf: the sampler has diverged")
+    if not all_finite(particles):
+        raise FloatingPointError("particles contain NaN or inf: the sampler has diverged")
     return particles.detach(), scores.detach()
 
 
@@ -266,6 +268,8 @@ class _KernelRule:
                  normalize_drive=True, smooth_drive=True):
         self.kernel = RBFKernel() if kernel is None else kernel
         self.repulsion = float(repulsion)
+        if not (math.isfinite(self.repulsion) and self.repulsion >= 0):
+            raise ValueError(f"repulsion must be a finite number >= 0, got {repulsion!r}")
         self.task_normalization = _check_task_normalization(task_normalization)
         self.normalize_drive = bool(normalize_drive)
         self.smooth_drive = bool(smooth_drive)
@@ -417,10 +421,10 @@ class MTSGD(_KernelRule):
         # and up, e.g. from unscaled features) is what U's finiteness check catches with
         # several targets; NaN fails the comparison too
         if not drive_norm <= _sqrt_max(drive_norm.dtype):
-            if not torch.isfinite(raw).all():
-                raise FloatingPointError("scores contain NaN or inf: the sampler has diverged")
+            _check_inputs(particles, raw)           # names NaN or inf scores or particles
             raise FloatingPointError("the direction's squared norm overflows: the scores "
-                                     "(gradients of the log-densities) have diverged")
+                                     "(gradients of the log-densities) or the particles "
+                                     "have diverged")
         repulsive = terms.repulsive * (self.repulsion / m)
         return drive + repulsive, DirectionInfo(gram=gram, weights=raw.new_ones(1),
                                                 sigma2=terms.sigma2, drive_norm=drive_norm,
@@ -586,10 +590,11 @@ class LinearScalarization:
         else:
             w = torch.as_tensor(self.weights, dtype=scores.dtype, device=scores.device)
             shapes = ((n_targets,), (scores.shape[1], n_targets))
-            if (w.shape not in shapes or (w < 0).any() or not (w.sum(-1) > 0).all()):
+            if (w.shape not in shapes or not torch.isfinite(w).all() or (w < 0).any()
+                    or not (w.sum(-1) > 0).all()):
                 raise ValueError(
-                    f"weights must have shape {shapes[0]} or {shapes[1]}, be non-negative and "
-                    f"sum to a positive number, got {self.weights!r}"
+                    f"weights must have shape {shapes[0]} or {shapes[1]}, be finite, "
+                    f"non-negative and sum to a positive number, got {self.weights!r}"
                 )
             w = w / w.sum(-1, keepdim=True)
             if w.ndim == 2:
