@@ -9,8 +9,9 @@ from sklearn.metrics import brier_score_loss, log_loss
 from torchmetrics.functional.classification import (binary_calibration_error,
                                                     multiclass_calibration_error)
 
-from sklmoo.metrics import (brier_score, classwise_calibration_error, expected_calibration_error,
-                            negative_log_likelihood, pairwise_kl_diversity)
+from sklmoo.metrics import (brier_score, classwise_calibration_error, entropy_decomposition,
+                            expected_calibration_error, negative_log_likelihood,
+                            pairwise_kl_diversity)
 
 
 def _random_problem(seed, n=400, n_classes=4):
@@ -206,8 +207,16 @@ def test_float16_probabilities_are_accepted_and_scored_in_float64():
     p16 = proba.astype(np.float16)
     assert np.abs(p16.astype(np.float64).sum(1) - 1).max() > 1e-4
     exact = p16.astype(np.float64)
+    # eps='auto' is float16's machine epsilon, as scikit-learn's log_loss takes it
+    floor = float(np.finfo(np.float16).eps)
     assert negative_log_likelihood(y, p16) == pytest.approx(
-        -np.log(exact[np.arange(len(y)), y]).mean(), rel=1e-12)
+        -np.log(np.clip(exact[np.arange(len(y)), y], floor, 1 - floor)).mean(), rel=1e-12)
+    assert negative_log_likelihood(y, p16) == pytest.approx(log_loss(y, p16), rel=1e-3)
+    zero = np.array([[0.0, 1.0], [0.5, 0.5]], dtype=np.float16)  # a true class at 0
+    assert negative_log_likelihood([0, 1], zero) == pytest.approx(
+        (-np.log(floor) - np.log(0.5)) / 2, rel=1e-12)
+    assert negative_log_likelihood([0, 1], zero) == pytest.approx(log_loss([0, 1], zero),
+                                                                  rel=1e-3)
     assert brier_score(y, p16) == pytest.approx(
         ((np.eye(10)[y] - exact) ** 2).sum(1).mean(), rel=1e-12)
     keep = _away_from_edges(proba, 10).all(axis=1)       # rounding moves no sample's bin
@@ -294,3 +303,14 @@ def test_entropy_decomposition_takes_half_precision_probabilities():
         np.testing.assert_allclose(a, b, atol=1e-3)
     with pytest.raises(ValueError, match="sum to 1"):
         entropy_decomposition((p * 1.1).astype(np.float16))
+
+
+@pytest.mark.parametrize("eps", [0, -1e-12, 1.0, 2.0, "1e-12"])
+def test_diversity_and_entropy_floors_must_be_in_the_unit_interval(eps):
+    p = np.array([[[0.5, 0.5]], [[0.9, 0.1]]])
+    with pytest.raises(ValueError, match="eps must be a number in"):
+        entropy_decomposition(p, eps=eps)
+    with pytest.raises(ValueError, match="eps must be a number in"):
+        pairwise_kl_diversity(p, eps=eps)
+    # a nested list is one task's members, as an array of it is
+    assert pairwise_kl_diversity(p.tolist()) == pytest.approx(pairwise_kl_diversity(p))

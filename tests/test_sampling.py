@@ -219,3 +219,11 @@ def test_a_mixture_of_one_component_takes_scalar_weights():
     p = GaussianMixture(1.0, [0.0, 0.0], 1.0)
     expected = -np.log(2 * np.pi)                       # N(0, I) in 2-D at the origin
     assert float(p(torch.zeros(1, 2))[0]) == pytest.approx(expected, rel=1e-6)
+
+
+def test_toy_targets_take_integer_particles_and_name_too_few():
+    target = make_gaussian_mixture_targets()[0]
+    grid = torch.tensor([[0, 0], [1, -2], [4, -4]])
+    torch.testing.assert_close(target(grid), target(grid.float()))
+    with pytest.raises(ValueError, match="at least 2 particles"):
+        gaussian_mixture_statistics(torch.zeros(1, 2), make_gaussian_mixture_targets())

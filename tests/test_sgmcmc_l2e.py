@@ -489,3 +489,17 @@ def test_a_transition_to_nan_or_inf_is_refused(make):
         sampler.update(state, huge)
     unchecked = sampler.update(state, huge, check_state=False)
     assert not torch.isfinite(unchecked.params["w"]).all()
+
+
+def test_settings_and_callbacks_that_cannot_work_are_named():
+    from sklmoo.samplers import make_sgmcmc
+    for bad in (dict(step_size=0.0), dict(n_data=0), dict(step_size=-1.0), dict(step_size="0.1")):
+        with pytest.raises(ValueError, match="must be a finite positive number"):
+            make_sgmcmc("sghmc", **{"n_data": 10, **bad})
+    # cycles too short to reach their sampling phase
+    with pytest.warns(UserWarning, match="never reach the sampling phase"):
+        CyclicalSGHMC(1.0, 1, n_steps=10, n_cycles=10)
+    # a loss function that does not return one loss per perturbed vector
+    phi = torch.zeros(2)
+    with pytest.raises(ValueError, match=r"shape \(6,\), got \(6, 2\)"):
+        antithetic_es_gradient(lambda p: p ** 2, phi, n_pairs=3)

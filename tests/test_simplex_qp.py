@@ -112,3 +112,13 @@ def test_a_gram_near_the_float_maximum_gives_finite_weights(dtype, top, k):
     """Finite input, finite weights: symmetrising must not overflow (it gave NaN)."""
     w = min_norm_weights(torch.eye(k, dtype=dtype) * top)
     torch.testing.assert_close(w, torch.full((k,), 1.0 / k, dtype=dtype))
+
+
+def test_projection_refuses_what_has_no_projection():
+    with pytest.raises(ValueError, match="NaN or inf"):
+        project_to_simplex(torch.tensor([float("nan"), 0.0, 1.0]))
+    with pytest.raises(ValueError, match="NaN or inf"):
+        project_to_simplex(torch.tensor([float("inf"), 0.0]))
+    with pytest.raises(ValueError, match="non-empty"):
+        project_to_simplex(torch.zeros(0))
+    assert torch.equal(project_to_simplex(torch.tensor([3, 0])), torch.tensor([1.0, 0.0]))

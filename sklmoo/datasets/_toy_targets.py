@@ -59,7 +59,10 @@ class GaussianMixture:
                 f"variances={self.variances.tolist()})")
 
     def __call__(self, x):
-        """``log p(x)`` for particles ``x`` (M, d) -> (M,)."""
+        """``log p(x)`` for particles ``x`` (M, d) -> (M,); integer particles are taken as
+        floating point (the default dtype)."""
+        if not x.is_floating_point():
+            x = x.to(torch.get_default_dtype())
         means, inv_var, log_const = self._tensors(x)
         diff = x[:, None, :] - means[None]                                  # (M, C, d)
         return torch.logsumexp(log_const - 0.5 * (diff * diff * inv_var).sum(-1), dim=1)
@@ -115,6 +118,11 @@ def gaussian_mixture_statistics(particles, targets, radius=1.5):
     >>> stats["near_origin"], stats["on_major_mode"], stats["spread"]
     (1.0, 0.0, 0.0)
     """
+    if particles.ndim != 2 or len(particles) < 2:
+        raise ValueError(f"particles must be (M, d) with at least 2 particles (their spread is "
+                         f"a standard deviation), got shape {tuple(particles.shape)}")
+    if not particles.is_floating_point():
+        particles = particles.to(torch.get_default_dtype())
     majors = torch.as_tensor(np.stack([t.means[np.argmax(t.weights)] for t in targets]),
                              dtype=particles.dtype, device=particles.device)
     near_major = torch.cdist(particles, majors).min(dim=1).values < radius

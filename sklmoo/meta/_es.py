@@ -57,6 +57,9 @@ def antithetic_es_gradient(loss_fn, phi, *, sigma=0.01, n_pairs=4, generator=Non
     eps = torch.randn(n_pairs, phi.numel(), generator=generator, dtype=phi.dtype)
     batch = torch.cat([phi + sigma * eps, phi - sigma * eps])
     losses = torch.as_tensor(loss_fn(batch), dtype=phi.dtype)
+    if losses.shape != (2 * n_pairs,):
+        raise ValueError(f"loss_fn must return one loss per perturbed parameter vector, shape "
+                         f"({2 * n_pairs},), got {tuple(losses.shape)}")
     plus, minus = losses[:n_pairs], losses[n_pairs:]
     ok = torch.isfinite(plus) & torch.isfinite(minus)
     if not ok.any():

@@ -4,7 +4,7 @@ import warnings
 
 import numpy as np
 
-from ._uncertainty import check_member_proba
+from ._uncertainty import check_eps, check_member_proba
 from ._validation import _as_label_array, aggregate, missing_label_mask, tasks_and_weights
 
 _NORMS = ("l1", "l2", "max")
@@ -324,15 +324,25 @@ def negative_log_likelihood(y_true, y_proba, *, labels=None, sample_weight=None,
             or not 0 < eps < 1):
         raise ValueError(f"eps must be 'auto' or in (0, 1), got {eps!r}")
 
+    # the input's type, read before the checks convert the probabilities to float64
+    floor = np.finfo(_float_dtype(y_proba)).eps if isinstance(eps, str) else eps
+
     def per_task(codes, proba, sw):
-        dtype = np.asarray(proba).dtype
-        floor = (np.finfo(dtype if dtype.kind == "f" else np.float64).eps
-                 if isinstance(eps, str) else eps)
         p = np.clip(_true_class_proba(codes, proba), floor, 1.0 - floor)
         return float(np.average(-np.log(p), weights=sw))
 
     return _task_metric(per_task, y_true, y_proba, labels, sample_weight, multioutput,
                         unknown_labels)
+
+
+def _float_dtype(y_proba):
+    """The floating-point type of the probabilities as given (float64 for any other: lists,
+    integers), of an array or of a list of per-task arrays."""
+    try:
+        dtype = np.asarray(y_proba).dtype
+    except (ValueError, TypeError):                 # per-task arrays of other shapes
+        dtype = np.result_type(*[np.asarray(p).dtype for p in y_proba])
+    return dtype if dtype.kind == "f" else np.dtype(np.float64)
 
 
 def pairwise_kl_diversity(member_proba, *, eps=1e-12):
@@ -356,7 +366,8 @@ def pairwise_kl_diversity(member_proba, *, eps=1e-12):
     >>> bool(np.isclose(pairwise_kl_diversity(p), (kl(p[0, 0], p[1, 0]) + kl(p[1, 0], p[0, 0])) / 2))
     True
     """
-    if isinstance(member_proba, (list, tuple)):
+    check_eps(eps)
+    if isinstance(member_proba, (list, tuple)) and member_proba and np.ndim(member_proba[0]) == 3:
         return float(np.mean([pairwise_kl_diversity(p, eps=eps) for p in member_proba]))
     p = check_member_proba(member_proba, min_members=2)
     m = p.shape[0]

@@ -27,6 +27,14 @@ def check_member_proba(member_proba, min_members=1):
     return np.clip(p, 0.0, 1.0)
 
 
+def check_eps(eps):
+    """``ValueError`` unless ``eps`` (the floor under a probability before its log) is a
+    number in (0, 1): 0 gives log(0) (NaN), 1 or more floors every probability."""
+    if (isinstance(eps, (bool, str)) or not isinstance(eps, (int, float, np.floating))
+            or not 0 < eps < 1):
+        raise ValueError(f"eps must be a number in (0, 1), got {eps!r}")
+
+
 def entropy_decomposition(member_proba, *, eps=1e-12):
     r"""Split the predictive entropy of an ensemble into aleatoric and epistemic parts.
 
@@ -54,6 +62,7 @@ def entropy_decomposition(member_proba, *, eps=1e-12):
     >>> [np.round(v, 3).tolist() for v in entropy_decomposition(disagree)]
     [[0.693], [0.0], [0.693]]
     """
+    check_eps(eps)
     p = check_member_proba(member_proba)
 
     def entropy(q):

@@ -1,7 +1,7 @@
 """One registry of SG-MCMC sampler names with a factory (laplace-torch's enum style)."""
 
 from ._l2e import L2E
-from ._sgmcmc import SGHMC, CyclicalSGHMC, time_step
+from ._sgmcmc import SGHMC, CyclicalSGHMC, check_sampler_settings, time_step
 
 #: SG-MCMC samplers by name: 'l2e' (meta-learned), 'sghmc', 'csgmcmc' (cyclical SGHMC)
 SGMCMC_SAMPLERS = ("l2e", "sghmc", "csgmcmc")
@@ -32,6 +32,9 @@ def make_sgmcmc(name, *, n_data, step_size=None, friction=None, temperature=1.0,
     if name not in SGMCMC_SAMPLERS:
         raise ValueError(f"sampler must be one of {SGMCMC_SAMPLERS}, got {name!r}")
     step = DEFAULT_STEP_SIZES[name] if step_size is None else step_size
+    # before the default friction divides by them: the sampler's own message
+    check_sampler_settings(step, n_data, 0.0 if friction is None else friction, temperature,
+                           weight_decay)
     if friction is None:
         friction = 0.1 if name == "l2e" else DEFAULT_MOMENTUM_DECAY / time_step(step, n_data)
     common = dict(friction=friction, temperature=temperature, weight_decay=weight_decay)

@@ -9,6 +9,7 @@ Leading ``batch_dims`` axes of every tensor index independent chains.
 
 import math
 import numbers
+import warnings
 from dataclasses import dataclass
 from typing import Any
 
@@ -254,6 +255,13 @@ class CyclicalSGHMC(SGHMC):
         self.n_steps = n_steps
         self.n_cycles = n_cycles
         self.exploration_fraction = exploration_fraction
+        length = math.ceil(n_steps / n_cycles)
+        if (length - 1) / length < exploration_fraction:
+            warnings.warn(f"cycles of {length} step(s) (n_steps={n_steps}, n_cycles={n_cycles}) "
+                          f"never reach the sampling phase (the last "
+                          f"{1 - exploration_fraction:.0%} of a cycle): every step explores, "
+                          "at temperature 0; raise n_steps or lower n_cycles", UserWarning,
+                          stacklevel=2)
 
     def _phase(self, step):
         length = math.ceil(self.n_steps / self.n_cycles)

@@ -89,6 +89,18 @@ def project_to_simplex(v):
     >>> project_to_simplex(torch.tensor([0.5, 0.9, -1.0]))
     tensor([0.3000, 0.7000, 0.0000])
     """
+    v = torch.as_tensor(v)
+    if v.ndim == 0 or v.shape[-1] == 0:
+        raise ValueError(f"v needs a non-empty last axis to project, got shape {tuple(v.shape)}")
+    if not v.is_floating_point():
+        v = v.to(torch.get_default_dtype())
+    if not bool(torch.isfinite(v).all()):
+        raise ValueError("v contains NaN or inf: it has no projection onto the simplex")
+    return _project(v)
+
+
+def _project(v):
+    """:func:`project_to_simplex` without the checks (inside the solver's iterations)."""
     k = v.shape[-1]
     u, _ = torch.sort(v, dim=-1, descending=True)
     css = u.cumsum(dim=-1) - 1.0
@@ -107,7 +119,7 @@ def _projected_gradient(gram, n_iter=2000):
     z, t = w, 1.0
     for _ in range(n_iter):
         grad = 2.0 * (gram @ z[..., None])[..., 0]
-        w_next = project_to_simplex(z - grad / lip)
+        w_next = _project(z - grad / lip)
         t_next = (1.0 + (1.0 + 4.0 * t * t) ** 0.5) / 2.0
         z = w_next + ((t - 1.0) / t_next) * (w_next - w)
         w, t = w_next, t_next
