@@ -357,3 +357,10 @@ def test_linear_mean_function_makes_a_linear_table_as_good_as_bayesian_ridge():
     wide = MTSGDRegressor(n_particles=2, max_epochs=1, random_state=0)
     wide.fit(rng.normal(size=(30, 1001)), rng.normal(size=30))
     assert wide.module_.output_map is None
+
+
+@pytest.mark.parametrize("bad", [dict(n_samples=2.7), dict(n_samples="5"), dict(n_samples=True),
+                                 dict(n_trajectories=1.9), dict(noise="0.1")])
+def test_inverse_dynamics_arguments_are_checked(bad):
+    with pytest.raises(ValueError, match="must be"):
+        make_inverse_dynamics(**{"n_samples": 10, **bad})

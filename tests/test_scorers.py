@@ -336,3 +336,13 @@ def test_pandas_missing_markers_are_missing_labels_for_the_scorers():
     kept = with_none["parity"].notna().to_numpy()
     assert negative_log_likelihood(nullable["parity"], proba) == pytest.approx(
         negative_log_likelihood(frame["parity"].to_numpy()[kept], proba[kept]))
+
+
+def test_scorer_arguments_a_metric_refuses_are_refused_when_the_scorer_is_made():
+    """cross_val_score would otherwise score NaN on every fold, with a warning."""
+    with pytest.raises(ValueError, match="n_bins must be a positive integer"):
+        make_calibration_scorer("ece", n_bins=0)
+    with pytest.raises(TypeError, match="no such argument"):
+        make_calibration_scorer("ece", nbins=15)
+    make_calibration_scorer("ece", n_bins=15, strategy="quantile")
+    make_calibration_scorer("brier", multioutput=[0.5, 0.5])    # checked when scoring

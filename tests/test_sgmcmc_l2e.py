@@ -503,3 +503,11 @@ def test_settings_and_callbacks_that_cannot_work_are_named():
     phi = torch.zeros(2)
     with pytest.raises(ValueError, match=r"shape \(6,\), got \(6, 2\)"):
         antithetic_es_gradient(lambda p: p ** 2, phi, n_pairs=3)
+
+
+def test_meta_sampler_refuses_what_it_could_not_read_back(tmp_path):
+    with pytest.raises(ValueError, match="hidden_units must be an integer in 1..1024"):
+        MetaSampler(hidden_units=0)
+    with pytest.raises(ValueError, match="NaN or inf"):
+        MetaSampler(card={"loss": float("nan")}).save(tmp_path / "m")
+    assert not list(tmp_path.iterdir())

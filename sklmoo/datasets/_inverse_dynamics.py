@@ -1,5 +1,7 @@
 """A synthetic 7-joint inverse-dynamics problem: the offline stand-in for SARCOS."""
 
+import numbers
+
 import numpy as np
 import pandas as pd
 from sklearn.utils import Bunch, check_random_state
@@ -107,12 +109,12 @@ def make_inverse_dynamics(n_samples=5000, *, noise=0.02, n_trajectories=20, rand
     >>> bool(y[:, 0].std() > 10 * y[:, 6].std())   # the base joint needs far more torque
     True
     """
-    if int(n_samples) < 1:
-        raise ValueError(f"n_samples must be >= 1, got {n_samples}")
-    if int(n_trajectories) < 1:
-        raise ValueError(f"n_trajectories must be >= 1, got {n_trajectories}")
-    if not (np.isfinite(noise) and noise >= 0):
-        raise ValueError(f"noise must be a finite number >= 0, got {noise}")
+    for name, value in (("n_samples", n_samples), ("n_trajectories", n_trajectories)):
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
+            raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+    if (isinstance(noise, bool) or not isinstance(noise, numbers.Real)
+            or not (np.isfinite(noise) and noise >= 0)):
+        raise ValueError(f"noise must be a finite number >= 0, got {noise!r}")
     n, rng = int(n_samples), check_random_state(random_state)
     shape = (int(n_trajectories), 2, N_JOINTS)
     amplitude = rng.uniform(0.2, 1.0, shape) * np.array([1.0, 0.4])[None, :, None]

@@ -1,5 +1,7 @@
 """scikit-learn scorers for the calibration metrics (classification and regression)."""
 
+import inspect
+
 import numpy as np
 
 from ._calibration import (brier_score, classwise_calibration_error, expected_calibration_error,
@@ -125,8 +127,27 @@ def make_calibration_scorer(metric="ece", *, greater_is_better=False, **kwargs):
     >>> bool((scores <= 0).all())  # negated: closer to 0 is better
     True
     """
-    return CalibrationScorer(_resolve_metric(metric, _METRICS),
-                             greater_is_better=greater_is_better, **kwargs)
+    fn = _resolve_metric(metric, _METRICS)
+    if fn in _METRICS.values():
+        _check_metric_arguments(fn, kwargs)
+    return CalibrationScorer(fn, greater_is_better=greater_is_better, **kwargs)
+
+
+def _check_metric_arguments(fn, kwargs):
+    """Refuse, when the scorer is made, arguments a built-in metric would refuse at every
+    scoring (a misspelt name, ``n_bins=0``): scikit-learn's model selection would otherwise
+    turn each score into NaN with a warning. Tried on a two-sample binary problem when every
+    argument is about the binning or the floor (not about labels or tasks)."""
+    try:
+        inspect.signature(fn).bind(None, None, **kwargs)
+    except TypeError as exc:
+        raise TypeError(f"{fn.__name__} takes no such argument: {exc}") from None
+    if set(kwargs) <= {"n_bins", "strategy", "norm", "scale_by_half", "eps"}:
+        try:
+            fn([0, 1], np.array([[0.8, 0.2], [0.3, 0.7]]), **kwargs)
+        except ValueError as exc:
+            raise ValueError(f"{fn.__name__}({', '.join(f'{k}={v!r}' for k, v in kwargs.items())})"
+                             f": {exc}") from None
 
 
 #: Negated top-label ECE with 10 equal-width bins (the MT-SGD paper's setting).

@@ -3,6 +3,7 @@
 import io
 import json
 import math
+import numbers
 import pathlib
 import warnings
 import zipfile
@@ -61,6 +62,10 @@ class MetaSampler(nn.Module):
 
     def __init__(self, hidden_units=32, card=None):
         super().__init__()
+        if (isinstance(hidden_units, bool) or not isinstance(hidden_units, numbers.Integral)
+                or not 1 <= hidden_units <= MAX_HIDDEN_UNITS):
+            raise ValueError(f"hidden_units must be an integer in 1..{MAX_HIDDEN_UNITS} (what "
+                             f"load reads back), got {hidden_units!r}")
         self.net = nn.Sequential(nn.Linear(N_FEATURES, hidden_units), nn.ReLU(),
                                  nn.Linear(hidden_units, hidden_units), nn.ReLU(),
                                  nn.Linear(hidden_units, 2))
@@ -116,7 +121,11 @@ class MetaSampler(nn.Module):
         # both files written to temporaries first, then renamed: a card or weights that
         # cannot be written (a directory in the way, a full disk) leave both previous
         # versions, never new weights beside the old card
-        card = json.dumps(self.card, indent=1, sort_keys=True, default=_card_value)
+        try:                       # strict JSON: a NaN or inf would be written as NaN
+            card = json.dumps(self.card, indent=1, sort_keys=True, default=_card_value,
+                              allow_nan=False)
+        except ValueError as exc:
+            raise ValueError(f"the card holds NaN or inf, which JSON cannot hold: {exc}") from None
         atomic_writes({_card_path(path): lambda f: f.write(card.encode("utf-8")),
                        path: lambda f: np.savez(f, **arrays)})
         return path
