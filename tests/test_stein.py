@@ -410,3 +410,15 @@ def test_rule_settings_that_give_nan_are_refused():
     x = torch.randn(4, 2)
     with pytest.raises(ValueError, match="be finite"):
         LinearScalarization(weights=[float("inf"), 1.0]).direction(x, torch.stack([-x, -x]))
+
+
+def test_empty_or_mixed_inputs_are_named():
+    x = torch.randn(5, 2)
+    with pytest.raises(ValueError, match="at least one target, particle"):
+        SVGD().direction(torch.zeros(0, 2), torch.zeros(0, 2))
+    with pytest.raises(ValueError, match="at least one target, particle"):
+        MTSGD().direction(x, torch.zeros(0, 5, 2))
+    with pytest.raises(TypeError, match="one dtype, got torch.float64 and torch.float32"):
+        MTSGD().direction(x.double(), torch.stack([-x, 1 - x]))
+    with pytest.raises(TypeError, match="floating point"):
+        SVGD().direction(torch.arange(6).view(3, 2), -torch.arange(6).view(3, 2))

@@ -97,6 +97,13 @@ def _check_shapes(particles, scores):
             f"scores must be (K, M, d) matching particles {tuple(particles.shape)}, "
             f"got shape {tuple(scores.shape)}"
         )
+    # attributes only: no tensor operation (this runs every training step)
+    if 0 in scores.shape:
+        raise ValueError(f"a direction needs at least one target, particle and coordinate: "
+                         f"scores of shape {tuple(scores.shape)}")
+    if not (particles.is_floating_point() and particles.dtype == scores.dtype):
+        raise TypeError(f"particles and scores must be floating point of one dtype, got "
+                        f"{particles.dtype} and {scores.dtype}")
     return scores
 
 
