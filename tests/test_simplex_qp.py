@@ -136,3 +136,12 @@ def test_a_batch_of_many_tasks_is_solved_as_exactly_as_one_matrix():
         torch.testing.assert_close(w, min_norm_weights(gram))
         value = w @ gram @ w                                       # Lemma 1's KKT condition
         assert ((gram @ w) - value).min() >= -1e-8 * gram.abs().max()
+
+
+def test_half_precision_and_integer_grams_are_solved():
+    gram = torch.tensor([[2.0, 1.0, 0.0], [1.0, 2.0, 0.0], [0.0, 0.0, 1.0]])
+    reference = min_norm_weights(gram.double())
+    half = min_norm_weights(gram.half()[None].expand(2, 3, 3))
+    assert half.dtype == torch.float16
+    torch.testing.assert_close(half.double(), reference.expand(2, 3), atol=1e-3, rtol=0)
+    torch.testing.assert_close(min_norm_weights(gram.long()), reference)

@@ -186,6 +186,11 @@ def min_norm_weights(gram):
     tensor([0.5000, 0.5000])
     """
     gram = _check_gram(gram)
+    if not gram.is_floating_point():                      # integers: as a list is taken
+        return min_norm_weights(gram.double())
+    if gram.dtype in (torch.float16, torch.bfloat16):
+        # solved in float32 (torch's linear solvers take no half precision), returned in it
+        return min_norm_weights(gram.float()).to(gram.dtype)
     gram = 0.5 * gram + 0.5 * gram.transpose(-1, -2)      # no overflow near the float max
     k = gram.shape[-1]
     if k == 1:
