@@ -347,11 +347,12 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
         if y is None:
             raise ValueError(f"{type(self).__name__} requires y to be passed, but the target y "
                              "is None")
-        if np.asarray(y).dtype.kind in "fc":
+        values = np.asarray(y)
+        if values.dtype.kind in "fc":
             # before type_of_target, which casts NaN / inf to int (a RuntimeWarning), as
             # scikit-learn's classifiers check y
-            assert_all_finite(np.asarray(y), input_name="y")
-        elif np.asarray(y).dtype == object and pd.isna(np.asarray(y)).any():
+            assert_all_finite(values, input_name="y")
+        elif values.dtype == object and pd.isna(values).any():
             raise ValueError("y contains missing labels (None, NaN or pd.NA): "
                              f"{type(self).__name__} fits one task and needs every label; "
                              "drop those rows (MTSGDMultiTaskClassifier leaves missing labels "

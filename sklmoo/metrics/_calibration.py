@@ -319,10 +319,8 @@ def negative_log_likelihood(y_true, y_proba, *, labels=None, sample_weight=None,
     >>> bool(np.isclose(negative_log_likelihood([0, 1], [[0.5, 0.5], [0.5, 0.5]]), np.log(2)))
     True
     """
-    if not (isinstance(eps, str) and eps == "auto") and (
-            isinstance(eps, (bool, str)) or not isinstance(eps, (int, float, np.floating))
-            or not 0 < eps < 1):
-        raise ValueError(f"eps must be 'auto' or in (0, 1), got {eps!r}")
+    if not (isinstance(eps, str) and eps == "auto"):
+        check_eps(eps, allowed="'auto' or a number in (0, 1)")
 
     # the input's type, read before the checks convert the probabilities to float64
     floor = np.finfo(_float_dtype(y_proba)).eps if isinstance(eps, str) else eps

@@ -27,12 +27,13 @@ def check_member_proba(member_proba, min_members=1):
     return np.clip(p, 0.0, 1.0)
 
 
-def check_eps(eps):
+def check_eps(eps, allowed="a number in (0, 1)"):
     """``ValueError`` unless ``eps`` (the floor under a probability before its log) is a
-    number in (0, 1): 0 gives log(0) (NaN), 1 or more floors every probability."""
+    number in (0, 1): 0 gives log(0) (NaN), 1 or more floors every probability. ``allowed``
+    is what the message says the metric takes."""
     if (isinstance(eps, (bool, str)) or not isinstance(eps, (int, float, np.floating))
             or not 0 < eps < 1):
-        raise ValueError(f"eps must be a number in (0, 1), got {eps!r}")
+        raise ValueError(f"eps must be {allowed}, got {eps!r}")
 
 
 def entropy_decomposition(member_proba, *, eps=1e-12):

@@ -119,10 +119,13 @@ def _detached(x):
 
 def _check_inputs(particles, scores):
     scores = _check_shapes(particles, scores)
-    if not all_finite(scores):
-        raise FloatingPointError("scores contain NaN or inf: the sampler has diverged")
-    if not all_finite(particles):
-        raise FloatingPointError("particles contain NaN or inf: the sampler has diverged")
+    # one host synchronisation when both are finite (a NaN or inf in either makes the sum so);
+    # only then are they looked at one by one (a sum of finite entries can overflow)
+    if not torch.isfinite(scores.sum() + particles.sum()):
+        if not all_finite(scores):
+            raise FloatingPointError("scores contain NaN or inf: the sampler has diverged")
+        if not all_finite(particles):
+            raise FloatingPointError("particles contain NaN or inf: the sampler has diverged")
     return particles.detach(), scores.detach()
 
 
