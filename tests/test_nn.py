@@ -174,6 +174,49 @@ def test_function_space_gram_and_direction_match_autograd(c, smooth):
     torch.testing.assert_close(phi, expected, rtol=1e-9, atol=1e-11)
 
 
+@pytest.mark.parametrize("make, shape", [
+    (lambda: MLPTrunk(6), (9, 6)),
+    (lambda: MLPTrunk(12, hidden_units=(5, 4, 3)), (9, 3, 4)),         # flattened input
+    (lambda: TrunkClassifier(MLPTrunk(6, hidden_units=(8,)), 3), (9, 6)),
+    (lambda: nn.Sequential(nn.Linear(6, 5, bias=False), nn.ReLU(), nn.Linear(5, 2)), (9, 6)),
+    (lambda: nn.Sequential(nn.ReLU(), nn.Linear(6, 3)), (9, 6)),       # a ReLU on the input
+])
+@pytest.mark.parametrize("smooth", [True, False])
+def test_dense_pullback_gives_the_autograd_function_space_repulsion(make, shape, smooth):
+    """kernel='function' on a plain dense trunk: the repulsion pulled back by batched
+    products equals the batched backward pass's (itself checked term by term above), in
+    every block of the parameters, and the kernel matrix is the same."""
+    from sklmoo.nn import function_space_terms
+
+    torch.manual_seed(0)
+    stack = StackedModules([make().double() for _ in range(4)])
+    x = torch.randn(*shape, dtype=torch.float64)
+    params = stack.member_parameters()
+    outputs = stack(x)
+    pullback = stack.dense_pullback(x)
+    assert pullback is not None
+    ref = function_space_terms(outputs, params, smooth_drive=smooth)
+    got = function_space_terms(outputs, params, smooth_drive=smooth, pullback=pullback)
+    assert got.repulsive.shape == ref.repulsive.shape
+    assert ref.repulsive.abs().max() > 1e-3                    # not vacuous
+    torch.testing.assert_close(got.repulsive, ref.repulsive, rtol=1e-10, atol=1e-12)
+    torch.testing.assert_close(got.matrix, ref.matrix)
+    torch.testing.assert_close(got.sigma2, ref.sigma2)
+
+
+def test_dense_pullback_is_offered_only_for_plain_dense_trunks():
+    torch.manual_seed(0)
+    x = torch.randn(5, 6)
+    assert StackedModules([nn.Sequential(nn.Linear(6, 5), nn.Tanh())
+                           for _ in range(3)]).dense_pullback(x) is None
+    images = MultiTaskParticleNet(member_factory(MLPTrunk, n_features=12, hidden_units=(4,)),
+                                  n_particles=3, n_classes=[2], input_shape=(3, 4))
+    assert images.trunk_pullback(torch.randn(5, 12)) is not None     # flat rows, reshaped
+    conv = MultiTaskParticleNet(member_factory(LeNetTrunk), n_particles=2, n_classes=[2],
+                                input_shape=(1, 12, 12))
+    assert conv.trunk_pullback(torch.randn(5, 144)) is None
+
+
 def test_linear_mean_reproduces_bayesian_ridge_under_the_particles():
     """LinearMean set from a fitted BayesianRidge gives its predictive mean and weight variance
     (sklearn's return_std minus the noise), and carries the particles' outputs at its scale."""

@@ -127,3 +127,33 @@ def test_sampler_optimizer_adam_burn_in_reads_a_transposed_gradient_right():
             opt.step()
         runs.append(theta.detach().clone())
     torch.testing.assert_close(runs[0], runs[1], rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("make", [MTSGDMultiTaskClassifier, MTSGDRegressor])
+def test_function_kernel_on_a_dense_trunk_takes_the_batched_product_repulsion(make,
+                                                                              monkeypatch):
+    """kernel='function' (the regressor's default up to 8,192 rows) pulls the trunk's
+    repulsion back by batched products: the estimator hands the step its batch, and the fit
+    is the one autograd's batched backward pass gives, up to rounding."""
+    from sklmoo.nn import MultiTaskParticleNet
+
+    X, y = _data()
+    target = y if make is MTSGDMultiTaskClassifier else X[:, 0] + 0.1 * X[:, 1] ** 2
+    calls = []
+    real = MultiTaskParticleNet.trunk_pullback
+
+    def spy(self, x):
+        calls.append(x.shape)
+        return real(self, x)
+
+    monkeypatch.setattr(MultiTaskParticleNet, "trunk_pullback", spy)
+    kw = dict(n_particles=3, max_epochs=2, random_state=0, kernel="function")
+    fast = make(**kw).fit(X, target)
+    assert calls and all(s[1:] == X.shape[1:] for s in calls)
+    monkeypatch.setattr(MultiTaskParticleNet, "trunk_pullback", lambda self, x: None)
+    slow = make(**kw).fit(X, target)
+    predict = "predict_proba" if make is MTSGDMultiTaskClassifier else "predict"
+    a, b = getattr(fast, predict)(X), getattr(slow, predict)(X)
+    np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
+    assert fast.history[-1, "trunk_repulsion"] == pytest.approx(
+        slow.history[-1, "trunk_repulsion"], rel=1e-3)

@@ -524,7 +524,8 @@ class MTSGDNetBase(SklmooNetMixin, NeuralNet):
         """One MT-SGD step: per-task scores by autograd, directions written into ``.grad``."""
         self._set_training(True)
         Xi, yi = unpack_data(batch)
-        features, y_pred = self.module_.forward_with_features(to_tensor(Xi, device=self.device))
+        Xi = to_tensor(Xi, device=self.device)
+        features, y_pred = self.module_.forward_with_features(Xi)
         losses = self._task_losses(y_pred, *batch_targets(yi))
         loss = self._mean_loss(losses)
         epoch = len(self.history)
@@ -536,7 +537,8 @@ class MTSGDNetBase(SklmooNetMixin, NeuralNet):
         function_space = None
         if (self._kernel_kind() == "function" and not warming_up
                 and self.method in ("mtsgd", "moo_svgd")):
-            function_space = FunctionSpace(features, y_pred, self.bandwidth, self.smooth_drive)
+            function_space = FunctionSpace(features, y_pred, self.bandwidth, self.smooth_drive,
+                                           inputs=Xi)
         try:
             info = multitask_particle_step(
                 self.module_, losses,

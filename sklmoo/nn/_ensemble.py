@@ -7,7 +7,7 @@ import torch
 from torch import nn
 from torch.func import functional_call, stack_module_state, vmap
 
-from ._trunks import dense_forward, dense_plan
+from ._trunks import dense_forward, dense_plan, dense_pullback
 
 
 def _reinitialise(module):
@@ -99,6 +99,23 @@ class StackedModules(nn.Module):
         if plan is not None and (x.ndim == 2 or plan[:1] == [("flatten", ())]):
             return plan
         return None
+
+    def dense_pullback(self, x):
+        """For plain dense members evaluating ``x``: a function mapping cotangents
+        (M, n_targets, batch, ...) of the members' outputs to, per stacked parameter (in
+        :meth:`member_parameters` order), the (n_targets, ...) sums over the members of their
+        vector-Jacobian products (:func:`~sklmoo.nn._trunks.dense_pullback`); None for any
+        other members (autograd then)."""
+        plan = self.dense_plan_for(x)
+        if plan is None:
+            return None
+        tensors = {n: getattr(self, self._key(n)).detach() for n in self._param_names}
+
+        def pullback(cotangent):
+            grads = dense_pullback(plan, tensors, x, self.n_members, cotangent)
+            return [grads[n] for n in self._param_names]
+
+        return pullback
 
     def forward(self, x):
         """Evaluate every member on the same input ``x`` -> (M, batch, ...)."""
@@ -375,10 +392,16 @@ class MultiTaskParticleNet(nn.Module):
     def n_particles(self):
         return self.trunk.n_members
 
+    def _trunk_input(self, x):
+        return x if self.input_shape is None else x.reshape(x.shape[0], *self.input_shape)
+
+    def trunk_pullback(self, x):
+        """:meth:`StackedModules.dense_pullback` of the trunk on the batch ``x`` given to
+        :meth:`forward` (None when the trunk is not plain dense)."""
+        return self.trunk.dense_pullback(self._trunk_input(x))
+
     def features(self, x):
-        if self.input_shape is not None:
-            x = x.reshape(x.shape[0], *self.input_shape)
-        h = self.trunk(x)
+        h = self.trunk(self._trunk_input(x))
         return h.reshape(h.shape[0], h.shape[1], -1)
 
     def forward(self, x):

@@ -6,7 +6,8 @@ from ..samplers import RBFKernel, SteinKernelTerms
 from ._ensemble import flatten_particles
 
 
-def function_space_terms(outputs, params, bandwidth="median", smooth_drive=True):
+def function_space_terms(outputs, params, bandwidth="median", smooth_drive=True,
+                         pullback=None):
     r""":class:`~sklmoo.samplers.SteinKernelTerms` of the RBF kernel on the particles' outputs.
 
     The kernel compares what the networks compute on the current mini-batch instead of their
@@ -39,6 +40,13 @@ def function_space_terms(outputs, params, bandwidth="median", smooth_drive=True)
         False: each particle follows its own score (the kernel matrix is replaced by
         :math:`M I`), the repulsion alone couples the particles, and U is then the Gram matrix
         of the directions in :math:`L^2` over the particles (up to the same constant).
+    pullback : callable, optional
+        Computes the repulsion without autograd: maps the cotangents (M, M, ...) whose
+        ``[a, b]`` entry is :math:`\partial k(\theta_a, \theta_b) / \partial f_a` to, per
+        tensor of ``params``, the (M, ...) sums over a of particle a's vector-Jacobian
+        products (:meth:`StackedModules.dense_pullback` for plain dense networks: batched
+        products, a fraction of the batched backward pass's cost). The same numbers up to
+        rounding.
 
     Returns
     -------
@@ -55,19 +63,25 @@ def function_space_terms(outputs, params, bandwidth="median", smooth_drive=True)
     (torch.Size([4, 4]), torch.Size([4, 8]))
     """
     m = outputs.shape[0]
-    flat = outputs.reshape(m, -1)
-    k, _, sigma2 = RBFKernel(bandwidth).evaluate(flat.detach())
-    # V[b, a] = d k(theta_a, theta_b) / d f_a, for every target particle b
-    diff = flat.detach()[None, :, :] - flat.detach()[:, None, :]          # f_a - f_b at [b, a]
-    v = -(k.T[:, :, None] * diff) / sigma2                                  # k_ab at [b, a]
-    grads = torch.autograd.grad(outputs, params,
-                                grad_outputs=v.reshape(m, *outputs.shape).to(outputs.dtype),
-                                is_grads_batched=True, retain_graph=True, allow_unused=True)
-    # R_b sums particle a's gradient blocks over a: summed per tensor (m targets, ...), then
-    # flattened once
-    repulsive = flatten_particles([
-        torch.zeros((m, *p.shape[1:]), dtype=p.dtype, device=p.device) if g is None
-        else g.sum(1) for g, p in zip(grads, params)])
+    flat = outputs.detach().reshape(m, -1)
+    k, _, sigma2 = RBFKernel(bandwidth).evaluate(flat)
+    if pullback is not None:
+        # [a, b]: d k(theta_a, theta_b) / d f_a = -(k_ab / sigma^2) (f_a - f_b)
+        cotangent = (flat[:, None, :] - flat[None, :, :]) * (k / -sigma2)[:, :, None]
+        repulsive = flatten_particles(pullback(cotangent.reshape(m, m, *outputs.shape[1:])))
+    else:
+        # V[b, a] = d k(theta_a, theta_b) / d f_a, for every target particle b
+        diff = flat[None, :, :] - flat[:, None, :]                     # f_a - f_b at [b, a]
+        v = -(k.T[:, :, None] * diff) / sigma2                           # k_ab at [b, a]
+        grads = torch.autograd.grad(outputs, params,
+                                    grad_outputs=v.reshape(m, *outputs.shape).to(outputs.dtype),
+                                    is_grads_batched=True, retain_graph=True,
+                                    allow_unused=True)
+        # R_b sums particle a's gradient blocks over a: summed per tensor (m targets, ...),
+        # then flattened once
+        repulsive = flatten_particles([
+            torch.zeros((m, *p.shape[1:]), dtype=p.dtype, device=p.device) if g is None
+            else g.sum(1) for g, p in zip(grads, params)])
     matrix = k if smooth_drive else m * torch.eye(m, dtype=k.dtype, device=k.device)
     return SteinKernelTerms(matrix=matrix, sigma2=sigma2, repulsive=repulsive.detach(),
                             trace_sum=None)

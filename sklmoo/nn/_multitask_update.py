@@ -122,6 +122,10 @@ class FunctionSpace:
     logits: Sequence[torch.Tensor]
     bandwidth: object = "median"
     smooth_drive: bool = True
+    #: the batch given to the network's forward: with it, a plain dense trunk's repulsion is
+    #: computed by batched products (:meth:`MultiTaskParticleNet.trunk_pullback`) instead of
+    #: a batched backward pass, the same numbers up to rounding
+    inputs: Optional[torch.Tensor] = None
 
 
 @dataclass
@@ -228,8 +232,11 @@ def multitask_particle_step(net, task_losses, trunk_rule, head_rule, function_sp
                            getattr(head_info, "repulsion_norm", None)))
         _set_grads(head_params, phi_head)
     if fs is not None:
+        pullback = None
+        if fs.inputs is not None and hasattr(net, "trunk_pullback"):
+            pullback = net.trunk_pullback(fs.inputs)
         trunk_rule.kernel.use(function_space_terms(fs.features, trunk_params, fs.bandwidth,
-                                                   fs.smooth_drive))
+                                                   fs.smooth_drive, pullback=pullback))
     phi, info = trunk_rule.direction(flatten_particles(trunk_params).detach(),
                                      torch.stack(trunk_scores), log_densities=log_densities)
     _set_grads(trunk_params, phi)

@@ -137,3 +137,66 @@ def dense_forward(plan, tensors, x, n_members):
         h = (torch.baddbmm(tensors[names[1]][:, None, :], inp, weight) if len(names) == 2
              else torch.bmm(inp, weight))
     return x.expand(n_members, *x.shape) if h is None else h
+
+
+def dense_pullback(plan, tensors, x, n_members, cotangent):
+    """Every target's sum over the members of their vector-Jacobian products, for ``n_members``
+    stacked copies of a :func:`dense_plan` network on the shared input ``x``.
+
+    ``cotangent`` (n_members, n_targets, batch, ...) holds, at ``[a, b]``, the cotangent of
+    member a's output for target b. Returns a dict: parameter name -> (n_targets,
+    *parameter shape) tensor whose row b is :math:`\\sum_a J_a^\\top\\,` ``cotangent[a, b]``
+    (:math:`J_a` the Jacobian of member a's output in its own parameters). That is what
+    ``torch.autograd.grad(outputs, params, cotangents, is_grads_batched=True)`` followed by a
+    sum over the members gives, up to rounding, without ``vmap``: the forward pass is
+    recomputed without a graph and the cotangents of all targets go back through each
+    layer in one batched product (``tensors``: parameter name -> stacked tensor).
+    """
+    m = n_members
+    n_targets = cotangent.shape[1]
+    steps = []                                     # what the backward pass needs, per layer
+    h = None                                       # None: still the shared input x
+    with torch.no_grad():
+        for kind, names in plan:
+            if kind == "flatten":
+                if h is None:
+                    x = x.reshape(x.shape[0], -1)
+                else:
+                    steps.append(("reshape", h.shape[1:]))
+                    h = h.reshape(h.shape[0], h.shape[1], -1)
+                continue
+            inp = x.expand(m, *x.shape) if h is None else h
+            if kind == "relu":
+                mask = inp > 0
+                steps.append(("relu", mask))
+                h = inp * mask
+                continue
+            steps.append(("linear", names, h))
+            weight = tensors[names[0]].transpose(1, 2)
+            h = (torch.baddbmm(tensors[names[1]][:, None, :], inp, weight) if len(names) == 2
+                 else torch.bmm(inp, weight))
+        grads = {}
+        delta = cotangent.to(h.dtype if h is not None else x.dtype)   # (a, b, batch, ...)
+        # back to the first linear layer: nothing before it has parameters
+        first = min((i for i, s in enumerate(steps) if s[0] == "linear"), default=len(steps))
+        for i in range(len(steps) - 1, first - 1, -1):
+            kind, *rest = steps[i]
+            if kind == "reshape":
+                delta = delta.reshape(m, n_targets, *rest[0])
+                continue
+            if kind == "relu":
+                delta = delta * rest[0][:, None]
+                continue
+            names, inp = rest
+            out = delta.shape[-1]
+            if inp is None:                        # the shared input: sum the members first
+                grads[names[0]] = delta.sum(0).transpose(1, 2) @ x
+            else:                                  # sum over members a and rows r at once
+                rows = delta.permute(1, 3, 0, 2).reshape(n_targets, out, -1)
+                grads[names[0]] = rows @ inp.reshape(-1, inp.shape[-1])
+            if len(names) == 2:
+                grads[names[1]] = delta.sum((0, 2))
+            if i > first:
+                delta = torch.bmm(delta.reshape(m, -1, out), tensors[names[0]]).reshape(
+                    m, n_targets, *delta.shape[2:-1], -1)
+    return grads
