@@ -157,3 +157,56 @@ def test_function_kernel_on_a_dense_trunk_takes_the_batched_product_repulsion(ma
     np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
     assert fast.history[-1, "trunk_repulsion"] == pytest.approx(
         slow.history[-1, "trunk_repulsion"], rel=1e-3)
+
+
+@pytest.mark.parametrize("make, kw", [
+    (MTSGDMultiTaskClassifier, {}),                                  # StackedLinear heads
+    (MTSGDRegressor, {"mean_function": "linear"}),
+    (MTSGDRegressor, {"mean_function": "linear", "heteroscedastic": True}),
+    (MTSGDRegressor, {"mean_function": "kernel"}),
+    (MTSGDRegressor, {"mean_function": "kernel", "gp": "unfitted"}),
+    (MTSGDRegressor, {"mean_function": None}),
+])
+def test_head_pullbacks_give_the_autograd_function_space_repulsion(make, kw):
+    """The heads' function-space repulsion in closed form (sklmoo's heads, through the
+    linear and GP mean functions) equals autograd's batched backward pass, for every task."""
+    from sklmoo.nn import flatten_particles, function_space_terms
+
+    X, y = _data(200)
+    if make is MTSGDRegressor:
+        target = np.stack([X[:, 0] + 0.3 * X[:, 1] ** 2, np.sin(X[:, 2])], 1)
+    else:
+        target = np.stack([y, (X[:, 1] > 0).astype(int)], 1)
+    gp = kw.pop("gp", None)
+    est = make(n_particles=3, max_epochs=2, random_state=0, kernel="function", **kw)
+    est.fit(X, target)
+    net = est.module_
+    if kw.get("mean_function") == "kernel":
+        # gates between 0 and 1 (on this table the GP may shut the particles out: no repulsion)
+        net.output_map.gate.copy_(torch.tensor([0.6, 0.3], dtype=net.output_map.gate.dtype))
+        if gp == "unfitted":
+            net.output_map.fitted.fill_(False)
+    features, outputs = net.forward_with_features(torch.as_tensor(X[:50]))
+    for t in range(2):
+        params = net.heads[t].member_parameters()
+        out = outputs[t].transpose(0, 1)
+        pullback = net.head_pullback(t, features, out)
+        assert pullback is not None
+        ref = function_space_terms(out, params, smooth_drive=False).repulsive
+        got = function_space_terms(out, params, smooth_drive=False, pullback=pullback).repulsive
+        assert ref.abs().max() > 1e-6
+        torch.testing.assert_close(got, ref, rtol=1e-4, atol=1e-6 * float(ref.abs().max()))
+        assert got.shape == flatten_particles(params).shape
+
+
+def test_head_pullback_is_not_inherited_by_a_subclass():
+    from sklmoo.nn import MLPTrunk, MultiTaskParticleNet, StackedLinear, member_factory
+
+    class Doubled(StackedLinear):
+        def forward(self, h):
+            return 2 * super().forward(h)
+
+    net = MultiTaskParticleNet(member_factory(MLPTrunk, n_features=4, hidden_units=(8,)),
+                               n_particles=3, n_classes=[2], head_factory=Doubled)
+    features, outputs = net.forward_with_features(torch.randn(6, 4))
+    assert net.head_pullback(0, features, outputs[0].transpose(0, 1)) is None

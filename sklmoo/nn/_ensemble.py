@@ -169,6 +169,15 @@ class StackedLinear(nn.Module):
     def member_parameters(self):
         return [self.weight, self.bias]
 
+    def summed_vjp(self, h, cotangent):
+        """[weight, bias] gradients (n_targets, ...): for every target b, the sum over members
+        a of member a's vector-Jacobian product with ``cotangent[a, b]`` (M, n_targets, batch,
+        out), at the members' inputs ``h`` (M, batch, in); the function-space kernel's
+        pull-back without autograd."""
+        n_targets, out = cotangent.shape[1], cotangent.shape[-1]
+        rows = cotangent.permute(1, 3, 0, 2).reshape(n_targets, out, -1)    # (b, out, a*r)
+        return [rows @ h.reshape(-1, h.shape[-1]).to(rows.dtype), cotangent.sum((0, 2))]
+
     def forward(self, h):
         if h.ndim != 3:
             raise ValueError(f"StackedLinear takes (members, batch, in_features) inputs, got "
@@ -230,6 +239,29 @@ class StackedGaussianHead(nn.Module):
         mean = self.mean(h)
         raw = self.scale(h) if self.heteroscedastic else self.raw_scale[:, None, :].expand_as(mean)
         return torch.cat([mean, nn.functional.softplus(raw) + self.min_std], dim=-1)
+
+    def summed_vjp(self, h, cotangent):
+        """:meth:`StackedLinear.summed_vjp` for the mean and the noise scale, in
+        :meth:`member_parameters` order (cotangent (M, n_targets, batch, 2))."""
+        grads = self.mean.summed_vjp(h, cotangent[..., :1])
+        with torch.no_grad():
+            raw = self.scale(h) if self.heteroscedastic else self.raw_scale[:, None, :]
+        slope = torch.sigmoid(raw)[:, None].to(cotangent.dtype)       # softplus' derivative
+        if self.heteroscedastic:
+            return grads + self.scale.summed_vjp(h, cotangent[..., 1:] * slope)
+        return grads + [(cotangent[..., 1:] * slope).sum((0, 2))]
+
+
+def gaussian_map_pullback(mean_coef, var_coef, head_outputs, mapped, cotangent):
+    r"""Cotangents of a Gaussian head's (m, sigma) from those of an output map's
+    :math:`(\mu + c_m m,\ \sqrt{c_v \sigma^2 + \text{rest}}, \ldots)` (``cotangent``
+    (M, n_targets, batch, >= 2) at member a's outputs; ``head_outputs`` (M, batch, 2),
+    ``mapped`` (M, batch, >= 2)): :math:`c_m` for the mean, :math:`c_v \sigma / \text{std}`
+    for sigma."""
+    dtype = cotangent.dtype
+    slope = (var_coef * head_outputs[..., 1] / mapped[..., 1]).to(dtype)          # (M, batch)
+    return torch.stack([cotangent[..., 0] * mean_coef.to(dtype),
+                        cotangent[..., 1] * slope[:, None]], dim=-1)
 
 
 class LinearMean(nn.Module):
@@ -325,6 +357,11 @@ class LinearMean(nn.Module):
                                   std.to(o.dtype), linear.sqrt().to(o.dtype)], dim=-1))
         return tuple(out)
 
+    def task_pullback(self, t, head_outputs, mapped, cotangent):
+        """Task t's :func:`gaussian_map_pullback` (mean coefficient s_t, variance s_t^2)."""
+        scale = self.scale[t]
+        return gaussian_map_pullback(scale, scale ** 2, head_outputs, mapped, cotangent)
+
 
 class MultiTaskParticleNet(nn.Module):
     """M particle networks with a shared-per-particle trunk and per-task heads.
@@ -400,6 +437,29 @@ class MultiTaskParticleNet(nn.Module):
         :meth:`forward` (None when the trunk is not plain dense)."""
         return self.trunk.dense_pullback(self._trunk_input(x))
 
+    def head_pullback(self, t, features, outputs):
+        """Task t's function-space pull-back without autograd, as
+        :meth:`StackedModules.dense_pullback` for the trunk: a function mapping cotangents
+        (M, n_targets, batch, C) of its outputs (``outputs`` (M, batch, C), after the
+        ``output_map``) to its head's summed vector-Jacobian products, for sklmoo's own heads
+        and output maps (None for others: autograd then). ``features``: the trunk's
+        (M, batch, n_features)."""
+        head = self.heads[t]
+        vjp = _own_method(head, "summed_vjp")
+        task_map = None if self.output_map is None else _own_method(self.output_map,
+                                                                    "task_pullback")
+        if vjp is None or (self.output_map is not None and task_map is None):
+            return None
+        h = features.detach()
+
+        def pullback(cotangent):
+            if task_map is not None:
+                with torch.no_grad():
+                    cotangent = task_map(t, head(h), outputs.detach(), cotangent)
+            return vjp(h, cotangent)
+
+        return pullback
+
     def features(self, x):
         h = self.trunk(self._trunk_input(x))
         return h.reshape(h.shape[0], h.shape[1], -1)
@@ -415,6 +475,12 @@ class MultiTaskParticleNet(nn.Module):
         if self.output_map is not None:
             outs = tuple(self.output_map(x, outs))
         return h, outs
+
+
+def _own_method(obj, name):
+    """``obj.name`` when ``obj``'s own class defines it (a subclass may compute something
+    else), else None."""
+    return getattr(obj, name) if name in type(obj).__dict__ else None
 
 
 def flatten_particles(params):

@@ -25,6 +25,8 @@ import torch
 from scipy.stats import trim_mean
 from torch import nn
 
+from ._ensemble import gaussian_map_pullback
+
 #: prior medians (standardised inputs and targets) and the prior's log-scale spread
 LENGTHSCALE_PRIOR_FACTOR = 2.0
 LOG_PRIOR_SD = 3.0
@@ -655,3 +657,12 @@ class KernelMean(nn.Module):
                                        total.sqrt().to(m.dtype),
                                        v.sqrt().expand_as(m).to(m.dtype)], -1))
         return tuple(result)
+
+    def task_pullback(self, t, head_outputs, mapped, cotangent):
+        """Task t's :func:`~sklmoo.nn._ensemble.gaussian_map_pullback` (mean coefficient
+        g s, variance g s^2; 1 and 1 before the GP is fitted)."""
+        if not bool(self.fitted):
+            one = torch.ones((), dtype=cotangent.dtype, device=cotangent.device)
+            return gaussian_map_pullback(one, one, head_outputs, mapped, cotangent)
+        g, s = self.gate[t], self.scale[t]
+        return gaussian_map_pullback(g * s, g * s ** 2, head_outputs, mapped, cotangent)

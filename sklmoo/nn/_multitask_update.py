@@ -122,9 +122,10 @@ class FunctionSpace:
     logits: Sequence[torch.Tensor]
     bandwidth: object = "median"
     smooth_drive: bool = True
-    #: the batch given to the network's forward: with it, a plain dense trunk's repulsion is
-    #: computed by batched products (:meth:`MultiTaskParticleNet.trunk_pullback`) instead of
-    #: a batched backward pass, the same numbers up to rounding
+    #: the batch given to the network's forward: with it, the repulsion of a plain dense
+    #: trunk and of sklmoo's heads is computed by batched products
+    #: (:meth:`MultiTaskParticleNet.trunk_pullback`, :meth:`~MultiTaskParticleNet.head_pullback`)
+    #: instead of a batched backward pass, the same numbers up to rounding
     inputs: Optional[torch.Tensor] = None
 
 
@@ -222,9 +223,11 @@ def multitask_particle_step(net, task_losses, trunk_rule, head_rule, function_sp
         trunk_scores.append(-flatten_particles(grads[:n_trunk]))
         head_scores = -flatten_particles(grads[n_trunk:])
         if fs is not None:
-            head_rule.kernel.use(function_space_terms(fs.logits[t].transpose(0, 1),
-                                                      head_params, fs.bandwidth,
-                                                      fs.smooth_drive))
+            outputs = fs.logits[t].transpose(0, 1)
+            pullback = (net.head_pullback(t, fs.features, outputs)
+                        if fs.inputs is not None and hasattr(net, "head_pullback") else None)
+            head_rule.kernel.use(function_space_terms(outputs, head_params, fs.bandwidth,
+                                                      fs.smooth_drive, pullback=pullback))
         phi_head, head_info = head_rule.direction(flatten_particles(head_params).detach(),
                                                   head_scores[None])
         head_ratios.append(head_info.repulsion_ratio_tensor())
