@@ -443,8 +443,8 @@ class MTSGDNetBase(SklmooNetMixin, NeuralNet):
         return self
 
     #: ``kernel='auto'``: the function-space kernel up to this many training rows, the
-    #: parameter kernel above (a function-space repulsion costs a batched backward pass of
-    #: every particle per trunk and head, each step; see the user guide)
+    #: parameter kernel above (a function-space repulsion costs about M backward passes per
+    #: trunk and head, each step; see the user guide)
     _auto_function_kernel_rows = 8192
 
     def _kernel_kind(self):
