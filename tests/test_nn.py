@@ -284,3 +284,31 @@ def test_flattening_refuses_parameters_of_other_particle_counts():
         flatten_particles([])
     with pytest.raises(ValueError, match="particles"):
         unflatten_like(torch.zeros(3, 4), [torch.zeros(4, 3)])
+
+
+def test_pullbacks_are_not_offered_where_they_would_compute_something_else():
+    """A network subclass that computes its features / outputs otherwise, and a mean function
+    over heads that are not Gaussian, get autograd (found by a hostile-input review: the
+    subclass's repulsion was off by 0.67, the mismatched map raised mid-step)."""
+    from sklmoo.nn import LinearMean
+
+    class Squashed(MultiTaskParticleNet):
+        def features(self, x):
+            return torch.tanh(super().features(x))
+
+    kw = dict(n_particles=3, n_classes=[2])
+    factory = member_factory(MLPTrunk, n_features=4, hidden_units=(8,))
+    x = torch.randn(6, 4)
+    plain = MultiTaskParticleNet(factory, **kw)
+    features, outputs = plain.forward_with_features(x)
+    assert plain.trunk_pullback(x) is not None
+    assert plain.head_pullback(0, features, outputs[0].transpose(0, 1)) is not None
+    squashed = Squashed(factory, **kw)
+    features, outputs = squashed.forward_with_features(x)
+    assert squashed.trunk_pullback(x) is None
+    assert squashed.head_pullback(0, features, outputs[0].transpose(0, 1)) is None
+    mapped = MultiTaskParticleNet(factory, n_particles=3, n_classes=[3],
+                                  output_map=LinearMean(4, 1))
+    features, outputs = mapped.forward_with_features(x)
+    assert mapped.trunk_pullback(x) is not None
+    assert mapped.head_pullback(0, features, outputs[0].transpose(0, 1)) is None

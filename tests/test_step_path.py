@@ -210,3 +210,57 @@ def test_head_pullback_is_not_inherited_by_a_subclass():
                                n_particles=3, n_classes=[2], head_factory=Doubled)
     features, outputs = net.forward_with_features(torch.randn(6, 4))
     assert net.head_pullback(0, features, outputs[0].transpose(0, 1)) is None
+
+
+@pytest.mark.parametrize("make", [MTSGDMultiTaskClassifier, MTSGDRegressor,
+                                  L2ESamplerClassifier])
+def test_a_modules_own_randomness_follows_random_state(make):
+    """A user's module with dropout: the same random_state gives the same fit, another seed
+    another one, a continued fit draws new masks, and the caller's global torch generator is
+    left as it was."""
+    from torch import nn
+
+    X, y = _data()
+    target = X[:, 0] + 0.1 * X[:, 1] ** 2 if make is MTSGDRegressor else y
+    module = (nn.Sequential(nn.Linear(4, 16), nn.ReLU(), nn.Dropout(0.3))
+              if make is not L2ESamplerClassifier else
+              nn.Sequential(nn.Linear(4, 16), nn.ReLU(), nn.Dropout(0.3), nn.Linear(16, 2)))
+    kw = dict(module=module, max_epochs=3, random_state=0)
+    if make is L2ESamplerClassifier:
+        kw["n_chains"] = 2
+    else:
+        kw["n_particles"] = 2
+    if make is MTSGDRegressor:
+        kw["mean_function"] = "linear"     # no GP that may shut the networks out
+    predict = "predict" if make is MTSGDRegressor else "predict_proba"
+    torch.manual_seed(123)
+    before = torch.random.get_rng_state()
+    a = make(**kw).fit(X, target)
+    assert torch.equal(torch.random.get_rng_state(), before)
+    torch.rand(7)                                    # the caller's generator moves on
+    b = make(**kw).fit(X, target)
+    np.testing.assert_array_equal(getattr(a, predict)(X), getattr(b, predict)(X))
+    c = make(**{**kw, "random_state": 1}).fit(X, target)
+    assert not np.array_equal(getattr(a, predict)(X), getattr(c, predict)(X))
+
+
+def test_a_continued_fit_draws_new_dropout_masks(monkeypatch):
+    """partial_fit continues the module's random stream from the epochs already run: equal
+    states continue equally, and a continued fit is not seeded as the first call was (its
+    dropout masks would repeat the first epochs')."""
+    from torch import nn
+
+    X, y = _data()
+    kw = dict(module=nn.Sequential(nn.Linear(4, 16), nn.ReLU(), nn.Dropout(0.3)),
+              n_particles=2, max_epochs=1, random_state=0, train_split=None)
+    seeds = []
+    real = torch.manual_seed
+    monkeypatch.setattr(torch, "manual_seed", lambda s: seeds.append(s) or real(s))
+    a = MTSGDMultiTaskClassifier(**kw).fit(X, y)
+    first = list(seeds)
+    b = MTSGDMultiTaskClassifier(**kw).fit(X, y)
+    del seeds[:]
+    a.partial_fit(X, y)
+    b.partial_fit(X, y)
+    np.testing.assert_array_equal(a.predict_proba(X), b.predict_proba(X))
+    assert seeds and first[-1] not in seeds

@@ -532,7 +532,8 @@ class SklmooNetMixin:
         self._completed_epochs = 0
         self._first_loss = None
         try:
-            NeuralNet.partial_fit(self, X, y, epochs=self.max_epochs_, **fit_params)
+            with self._seeded_training():
+                NeuralNet.partial_fit(self, X, y, epochs=self.max_epochs_, **fit_params)
         except FloatingPointError as exc:
             advice = scale_advice(X)
             if advice:
@@ -549,6 +550,22 @@ class SklmooNetMixin:
         if done < self.max_epochs_ and not self._stopped_early():
             raise KeyboardInterrupt(f"fit was interrupted after {done} of {self.max_epochs_} "
                                     "epochs; the estimator is not fitted")
+
+    @contextlib.contextmanager
+    def _seeded_training(self):
+        """torch's global random number generators, within the training loop, seeded from
+        ``random_state`` and the epochs already run (what a module's own randomness draws
+        from, e.g. dropout: the same seed gives the same fit, and a continued fit new
+        draws), and given back to the caller as they were."""
+        seed = getattr(self, "seed_", None)
+        if seed is None:
+            yield
+            return
+        cuda = str(self.device).startswith("cuda") and torch.cuda.is_available()
+        devices = list(range(torch.cuda.device_count())) if cuda else []
+        with torch.random.fork_rng(devices=devices):
+            torch.manual_seed((int(seed) * 1_000_003 + self._epoch_offset) % (2 ** 63))
+            yield
 
     def notify(self, method_name, **cb_kwargs):
         """skorch's callback dispatch; counts the epochs of a fit that reach their end (before

@@ -156,8 +156,8 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
         (``n_samples / (n_classes * np.bincount(y))``, counting ``sample_weight``); they
         multiply ``fit``'s ``sample_weight`` (:ref:`ug-weights`).
     random_state : int, RandomState instance or None, default=None
-        Seeds the chains' initialisation, the validation split, the mini-batch order and the
-        sampler's noise.
+        Seeds the chains' initialisation, the validation split, the mini-batch order, the
+        sampler's noise and a ``module``'s own randomness (dropout).
     criterion : torch loss class, default=torch.nn.CrossEntropyLoss
         The per-sample loss of one chain's logits.
     batch_size : int, default=128

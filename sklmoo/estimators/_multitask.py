@@ -108,7 +108,9 @@ class MTSGDMultiTaskClassifier(ClassifierMixin, MTSGDNetBase):
         2-D ``y``, 'balanced' or a list with one entry per task. They multiply ``fit``'s
         ``sample_weight`` (:ref:`ug-weights`).
     random_state : int, RandomState instance or None, default=None
-        Seeds the particles' initialisation, the validation split and the mini-batch order.
+        Seeds the particles' initialisation, the validation split, the mini-batch order and
+        what a ``module`` draws from torch's generators while it trains (e.g. dropout; the
+        caller's generators are left as they were).
     criterion : torch loss class, default=torch.nn.CrossEntropyLoss
         The per-sample loss of one particle's logits.
     optimizer : torch optimizer class, default=torch.optim.Adam

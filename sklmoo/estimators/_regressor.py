@@ -128,7 +128,9 @@ class MTSGDRegressor(RegressorMixin, MTSGDNetBase):
         alone. A continued fit keeps the mean function of the fit it continues. See
         :ref:`ug-mtsgd-regression`.
     random_state : int, RandomState instance or None, default=None
-        Seeds the particles' initialisation, the validation split and the mini-batch order.
+        Seeds the particles' initialisation, the validation split, the mini-batch order and
+        what a ``module`` draws from torch's generators while it trains (e.g. dropout; the
+        caller's generators are left as they were).
     criterion : torch loss class, default=torch.nn.GaussianNLLLoss
         Called per sample as ``criterion(mean, target, variance)``.
     optimizer : torch optimizer class, default=torch.optim.Adam

@@ -432,9 +432,18 @@ class MultiTaskParticleNet(nn.Module):
     def _trunk_input(self, x):
         return x if self.input_shape is None else x.reshape(x.shape[0], *self.input_shape)
 
+    def _computes_as_defined(self):
+        # a subclass that computes its features or outputs otherwise gets autograd
+        base = MultiTaskParticleNet
+        return all(getattr(type(self), name) is getattr(base, name)
+                   for name in ("features", "forward_with_features", "_trunk_input"))
+
     def trunk_pullback(self, x):
         """:meth:`StackedModules.dense_pullback` of the trunk on the batch ``x`` given to
-        :meth:`forward` (None when the trunk is not plain dense)."""
+        :meth:`forward` (None when the trunk is not plain dense, or for a subclass that
+        computes its features otherwise)."""
+        if not self._computes_as_defined():
+            return None
         return self.trunk.dense_pullback(self._trunk_input(x))
 
     def head_pullback(self, t, features, outputs):
@@ -442,13 +451,15 @@ class MultiTaskParticleNet(nn.Module):
         :meth:`StackedModules.dense_pullback` for the trunk: a function mapping cotangents
         (M, n_targets, batch, C) of its outputs (``outputs`` (M, batch, C), after the
         ``output_map``) to its head's summed vector-Jacobian products, for sklmoo's own heads
-        and output maps (None for others: autograd then). ``features``: the trunk's
-        (M, batch, n_features)."""
+        and output maps (the mean functions over Gaussian heads; None for others: autograd
+        then). ``features``: the trunk's (M, batch, n_features)."""
         head = self.heads[t]
         vjp = _own_method(head, "summed_vjp")
         task_map = None if self.output_map is None else _own_method(self.output_map,
                                                                     "task_pullback")
-        if vjp is None or (self.output_map is not None and task_map is None):
+        if (vjp is None or not self._computes_as_defined()
+                or (self.output_map is not None
+                    and (task_map is None or type(head) is not StackedGaussianHead))):
             return None
         h = features.detach()
 
