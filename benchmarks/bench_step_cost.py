@@ -22,6 +22,10 @@ All in this process, one thread, interleaved ``--repeats`` times; the table give
 Run: ``python benchmarks/bench_step_cost.py [--repeats 3]`` (about three minutes). Writes
 ``docs/benchmarks/step_cost.md`` and ``step_cost.json``.
 
+``--function-kernel [--fk-rows N]`` measures default ``MTSGDRegressor`` fits (the
+function-space kernel) with the repulsion pulled back by batched products or by autograd
+(:func:`function_kernel_main`), and replaces that section of the page.
+
 ``--l2e [--baseline PATH]`` measures a default ``L2ESamplerClassifier`` fit instead (one task,
 1,000 and 20,000 rows): milliseconds and minor page faults per sampler step, each fit in a
 fresh process after a 300-row warm-up fit (a user's first fit; the allocator's state depends
@@ -170,6 +174,45 @@ def l2e_main(args):
     write(saved)
 
 
+def function_kernel_main(args):
+    """``--function-kernel``: default ``MTSGDRegressor`` fits (the function-space kernel up to
+    8,192 training rows) on ``--fk-rows`` rows of a non-linear target in 10 features, the
+    repulsion pulled back by batched products (trunk and heads), the trunk's only, or by
+    autograd's batched backward pass (both pull-backs switched off), interleaved in this
+    process: milliseconds per optimiser step of the whole fit."""
+    from sklmoo import MTSGDRegressor
+    from sklmoo.nn import MultiTaskParticleNet
+
+    torch.set_num_threads(1)
+    warnings.simplefilter("ignore")
+    trunk, head = MultiTaskParticleNet.trunk_pullback, MultiTaskParticleNet.head_pullback
+    routes = {"batched products": (trunk, head), "trunk only": (trunk, lambda *a: None),
+              "autograd": (lambda *a: None, lambda *a: None)}
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(args.fk_rows, D)).astype(np.float32)
+    y = np.sin(X[:, 0]) + X[:, 1] * X[:, 2] + 0.3 * rng.normal(size=args.fk_rows)
+    MTSGDRegressor(random_state=0, max_epochs=1).fit(X[:300], y[:300])          # warm-up
+    runs = {name: [] for name in routes}
+    try:
+        for _ in range(args.repeats):
+            for name, (t, h) in routes.items():
+                MultiTaskParticleNet.trunk_pullback, MultiTaskParticleNet.head_pullback = t, h
+                start = time.perf_counter()
+                est = MTSGDRegressor(random_state=0).fit(X, y)
+                seconds = time.perf_counter() - start
+                steps = sum(epoch["train_batch_count"] for epoch in est.history)
+                runs[name].append(1e3 * seconds / steps)
+    finally:
+        MultiTaskParticleNet.trunk_pullback, MultiTaskParticleNet.head_pullback = trunk, head
+    result = dict(rows=args.fk_rows, repeats=args.repeats, commit=_commit(ROOT),
+                  ms={n: float(np.median(v)) for n, v in runs.items()},
+                  best={n: float(np.min(v)) for n, v in runs.items()})
+    print(result, flush=True)
+    saved = json.loads(open(JSON).read()) if os.path.exists(JSON) else {}
+    saved["function_kernel"] = result
+    write(saved)
+
+
 def _commit(tree):
     return subprocess.run(["git", "-C", tree, "rev-parse", "--short", "HEAD"],
                           capture_output=True, text=True).stdout.strip() or "unknown"
@@ -182,11 +225,15 @@ def main():
     parser.add_argument("--l2e", action="store_true")
     parser.add_argument("--baseline")
     parser.add_argument("--l2e-child", type=int)
+    parser.add_argument("--function-kernel", action="store_true")
+    parser.add_argument("--fk-rows", type=int, default=2000)
     args = parser.parse_args()
     if args.l2e_child:
         return l2e_child(args.l2e_child)
     if args.l2e:
         return l2e_main(args)
+    if args.function_kernel:
+        return function_kernel_main(args)
     torch.set_num_threads(1)
     warnings.simplefilter("ignore")
     MTSGDMultiTaskClassifier(random_state=0, max_epochs=1).fit(*data(200))    # imports, warm-up
@@ -257,6 +304,23 @@ def write(saved):
         for r in l2e["results"]:
             lines.append(f"| {r['rows']:,} | {r['steps']} | " + " | ".join(
                 f"{r[n]['ms']:.2f} | {r[n]['faults']:.0f}" for n in names) + " |")
+    if "function_kernel" in saved:
+        fk = saved["function_kernel"]
+        command = "python benchmarks/bench_step_cost.py --function-kernel" + (
+            f" --repeats {fk['repeats']}" if fk["repeats"] != 3 else "") + (
+            f" --fk-rows {fk['rows']}" if fk["rows"] != 2000 else "")
+        base = fk["ms"]["autograd"]
+        lines += ["", "## Function kernel (MTSGDRegressor)", "",
+                  f"`{command}` (code {fk['commit']}): default `MTSGDRegressor` fits on "
+                  f"{fk['rows']:,} rows of a non-linear target in {D} features, whose "
+                  "function-space repulsion is pulled back to the parameters by batched "
+                  "products (trunk and heads), by them for the trunk only, or by autograd's "
+                  f"batched backward pass; interleaved, medians (best) of {fk['repeats']}. "
+                  "Milliseconds per optimiser step of the whole fit.", "",
+                  "| repulsion pulled back by | ms per step | best | / autograd |",
+                  "|---|---|---|---|"]
+        for name, ms in fk["ms"].items():
+            lines.append(f"| {name} | {ms:.2f} | {fk['best'][name]:.2f} | {ms / base:.2f} |")
     atomic_write_text(MD, "\n".join(lines) + "\n")
     atomic_write_text(JSON, json.dumps(saved, indent=1))
 
