@@ -116,23 +116,34 @@ def dense_plan(module, prefix=""):
     return own(prefix) if callable(own) else None
 
 
-def dense_forward(plan, tensors, x, n_members):
+def dense_forward(plan, tensors, x, n_members, steps=None):
     """Evaluate ``n_members`` stacked copies of a :func:`dense_plan` network on the shared input
     ``x`` (batch, ...) -> (n_members, batch, ...): one batched matrix product per layer
     (``tensors``: parameter name -> stacked (n_members, ...) tensor). On the CPU these are the
-    numbers ``vmap`` over ``functional_call`` gives, at a fraction of its overhead."""
+    numbers ``vmap`` over ``functional_call`` gives, at a fraction of its overhead.
+
+    ``steps``, a list, receives what a backward pass needs (:func:`dense_pullback`): per
+    reshape of the members' values their shape before it, per ReLU its mask, per linear layer
+    its parameter names, its members' input (None: the shared ``x``) and ``x`` as it reads
+    it."""
     h = None                                       # None: still the shared input x
     for kind, names in plan:
         if kind == "flatten":
             if h is None:
                 x = x.reshape(x.shape[0], -1)
             else:
+                if steps is not None:
+                    steps.append(("reshape", h.shape[1:]))
                 h = h.reshape(h.shape[0], h.shape[1], -1)
             continue
         inp = x.expand(n_members, *x.shape) if h is None else h
         if kind == "relu":
+            if steps is not None:
+                steps.append(("relu", inp > 0))
             h = torch.relu(inp)
             continue
+        if steps is not None:
+            steps.append(("linear", names, h, x))
         weight = tensors[names[0]].transpose(1, 2)
         h = (torch.baddbmm(tensors[names[1]][:, None, :], inp, weight) if len(names) == 2
              else torch.bmm(inp, weight))
@@ -155,28 +166,10 @@ def dense_pullback(plan, tensors, x, n_members, cotangent):
     m = n_members
     n_targets = cotangent.shape[1]
     steps = []                                     # what the backward pass needs, per layer
-    h = None                                       # None: still the shared input x
     with torch.no_grad():
-        for kind, names in plan:
-            if kind == "flatten":
-                if h is None:
-                    x = x.reshape(x.shape[0], -1)
-                else:
-                    steps.append(("reshape", h.shape[1:]))
-                    h = h.reshape(h.shape[0], h.shape[1], -1)
-                continue
-            inp = x.expand(m, *x.shape) if h is None else h
-            if kind == "relu":
-                mask = inp > 0
-                steps.append(("relu", mask))
-                h = inp * mask
-                continue
-            steps.append(("linear", names, h))
-            weight = tensors[names[0]].transpose(1, 2)
-            h = (torch.baddbmm(tensors[names[1]][:, None, :], inp, weight) if len(names) == 2
-                 else torch.bmm(inp, weight))
+        out = dense_forward(plan, tensors, x, m, steps)
         grads = {}
-        delta = cotangent.to(h.dtype if h is not None else x.dtype)   # (a, b, batch, ...)
+        delta = cotangent.to(out.dtype)                               # (a, b, batch, ...)
         # back to the first linear layer: nothing before it has parameters
         first = min((i for i, s in enumerate(steps) if s[0] == "linear"), default=len(steps))
         for i in range(len(steps) - 1, first - 1, -1):
@@ -187,16 +180,16 @@ def dense_pullback(plan, tensors, x, n_members, cotangent):
             if kind == "relu":
                 delta = delta * rest[0][:, None]
                 continue
-            names, inp = rest
-            out = delta.shape[-1]
+            names, inp, shared = rest
+            width = delta.shape[-1]
             if inp is None:                        # the shared input: sum the members first
-                grads[names[0]] = delta.sum(0).transpose(1, 2) @ x
+                grads[names[0]] = delta.sum(0).transpose(1, 2) @ shared
             else:                                  # sum over members a and rows r at once
-                rows = delta.permute(1, 3, 0, 2).reshape(n_targets, out, -1)
+                rows = delta.permute(1, 3, 0, 2).reshape(n_targets, width, -1)
                 grads[names[0]] = rows @ inp.reshape(-1, inp.shape[-1])
             if len(names) == 2:
                 grads[names[1]] = delta.sum((0, 2))
             if i > first:
-                delta = torch.bmm(delta.reshape(m, -1, out), tensors[names[0]]).reshape(
+                delta = torch.bmm(delta.reshape(m, -1, width), tensors[names[0]]).reshape(
                     m, n_targets, *delta.shape[2:-1], -1)
     return grads
