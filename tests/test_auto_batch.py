@@ -232,18 +232,31 @@ def test_large_tables_keep_the_average_of_the_particles_steps():
         np.testing.assert_array_equal(got, want)
 
 
-def test_the_regressor_keeps_its_last_step_on_large_tables():
-    # the regressor does not average (it predicted worse on 200,000 birthdays rows)
+def test_the_regressor_averages_from_epochs_of_more_than_16_auto_batches():
+    # the regressor keeps the classifier's average (decay 0.99) when an epoch has more than 16
+    # 'auto' batches (1,100 rows: 18 of 64), and fits the last iterate with 16 (1,000 rows)
+    # or an explicit batch_size
     from skorch.callbacks import Callback
 
-    X, _, y = _large(n=9000)
-    recorder = type("Recorder", (_Recorder, Callback), {})()
-    reg = MTSGDRegressor(n_particles=2, max_epochs=1, train_split=None, random_state=0,
-                         callbacks=[("recorder", recorder)]).fit(X, y)
-    assert reg.batch_size_ == 256
-    for got, want in zip((p.detach().numpy() for p in reg.module_.parameters()),
-                         recorder.steps[-1]):
-        np.testing.assert_array_equal(got, want)
+    X, _, y = _large(n=1100)
+
+    def fit(rows, **params):
+        recorder = type("Recorder", (_Recorder, Callback), {})()
+        reg = MTSGDRegressor(n_particles=2, max_epochs=2, train_split=None, random_state=0,
+                             callbacks=[("recorder", recorder)], **params)
+        reg.fit(X[:rows], y[:rows])
+        return [p.detach().numpy() for p in reg.module_.parameters()], recorder.steps
+
+    final, steps = fit(1100)
+    assert len(steps) == 2 * 18
+    for got, want in zip(final, _ema_reference(steps, 0.99)):
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+    assert max(np.abs(a - b).max() for a, b in zip(final, steps[-1])) > 1e-4
+    for rows, params in ((1000, {}), (1100, {"batch_size": 64})):
+        final, steps = fit(rows, **params)
+        assert len(steps) == 2 * (16 if rows == 1000 else 18)
+        for got, want in zip(final, steps[-1]):
+            np.testing.assert_array_equal(got, want)
 
 
 class _StepRecorder(_Recorder):
