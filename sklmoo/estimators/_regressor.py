@@ -152,18 +152,18 @@ class MTSGDRegressor(RegressorMixin, MTSGDNetBase):
         Rows per mini-batch (-1: all). 'auto': 64 up to 8,192 training rows; above, about a
         25th of them, a power of two of at most 1,024 (``batch_size_``), at the ``lr``
         given (the classifier scales its rate with the batch; the regressor's is already
-        at the edge of stability there). The validation passes of a fit take batches of
-        eight times as many rows (at most 4,096, never fewer than a training batch) unless
-        ``iterator_valid__batch_size`` is given.
+        at the edge of stability there). With 'auto' and more than 16 batches an epoch,
+        the validation passes and the fitted model use the particles' weights averaged over
+        the fit's steps (:ref:`ug-scale`). The validation passes of a fit take
+        batches of eight times as many rows (at most 4,096, never fewer than a training
+        batch) unless ``iterator_valid__batch_size`` is given.
     train_split : callable or None, default=ValidationSplit(fraction=0.2)
-        20 % of the rows at any size (the classifiers hold out less of a large table: the
-        regressor's validation loss is noisier there, and on the scaling benchmark's three
-        regression tables 10 % gave a worse NLL in 4 of 5 fits of 20,000 and 200,000 rows);
-        otherwise as in :class:`MTSGDMultiTaskClassifier` (not stratified): the held-out
-        rows drive early stopping with restore-best (their loss is the Gaussian negative
-        log-likelihood of the pooled prediction; patience 30 epochs, or about 480 steps but
-        at least 10 epochs when an epoch is more than 16 batches, and 20 epochs on more than
-        8,192 training rows with ``batch_size='auto'``) and fit ``calibration``.
+        20 % of the rows at any size (the classifiers hold out less of a large table,
+        :ref:`ug-scale`); otherwise as in :class:`MTSGDMultiTaskClassifier` (not stratified):
+        the held-out rows drive early stopping with restore-best (their loss is the Gaussian
+        negative log-likelihood of the pooled prediction; patience 30 epochs, or about 480
+        steps but at least 10 epochs when an epoch is more than 16 batches, and 20 epochs on
+        more than 8,192 training rows with ``batch_size='auto'``) and fit ``calibration``.
     verbose : int, default=0
         0: silent. Above 0: progress output per epoch (:ref:`ug-fitting`).
     **kwargs
