@@ -155,12 +155,17 @@ def test_the_regressor_waits_30_epochs_on_small_tables_fewer_on_larger_ones():
     small = MTSGDRegressor(n_particles=2, max_epochs=1, random_state=0).fit(X[:600], y[:600])
     assert dict(large.callbacks_)["early_stopping"].patience_ == 20
     assert dict(small.callbacks_)["early_stopping"].patience_ == 30
-    # between: about 480 steps once an epoch is more than 16 batches of 64, at least 10 epochs
-    # (1,280 rows, 20 % held out: 16 batches, 30; 2,000 rows: 25 batches, 20)
-    for rows, patience in ((1280, 30), (2000, 20), (8000, 10)):
+    # between, once an epoch is more than 16 batches of 64 (and the fit averages its weights):
+    # about 240 steps, at least 10 epochs (1,280 rows, 20 % held out: 16 batches, 30; 1,400
+    # rows: 18 batches, 14; 2,000 rows: 25 batches, 10)
+    for rows, patience in ((1280, 30), (1400, 14), (2000, 10), (8000, 10)):
         fitted = MTSGDRegressor(n_particles=2, max_epochs=1, random_state=0).fit(X[:rows],
                                                                                 y[:rows])
         assert dict(fitted.callbacks_)["early_stopping"].patience_ == patience, rows
+    # a given batch (no average): about 480 steps (2,000 rows: 20)
+    fitted = MTSGDRegressor(n_particles=2, max_epochs=1, random_state=0,
+                            batch_size=64).fit(X[:2000], y[:2000])
+    assert dict(fitted.callbacks_)["early_stopping"].patience_ == 20
     given = MTSGDRegressor(n_particles=2, max_epochs=1, random_state=0,
                            callbacks__early_stopping__patience=7).fit(X, y)
     assert dict(given.callbacks_)["early_stopping"].patience_ == 7
