@@ -163,9 +163,10 @@ def test_the_regressor_waits_30_epochs_on_small_tables_fewer_on_larger_ones():
                                                                                 y[:rows])
         assert dict(fitted.callbacks_)["early_stopping"].patience_ == patience, rows
     # a given batch (no average): about 480 steps (2,000 rows: 20)
-    fitted = MTSGDRegressor(n_particles=2, max_epochs=1, random_state=0,
-                            batch_size=64).fit(X[:2000], y[:2000])
-    assert dict(fitted.callbacks_)["early_stopping"].patience_ == 20
+    for given in ({"batch_size": 64}, {"iterator_train__batch_size": 64}):
+        fitted = MTSGDRegressor(n_particles=2, max_epochs=1, random_state=0,
+                                **given).fit(X[:2000], y[:2000])
+        assert dict(fitted.callbacks_)["early_stopping"].patience_ == 20, given
     given = MTSGDRegressor(n_particles=2, max_epochs=1, random_state=0,
                            callbacks__early_stopping__patience=7).fit(X, y)
     assert dict(given.callbacks_)["early_stopping"].patience_ == 7
@@ -257,7 +258,8 @@ def test_the_regressor_averages_from_epochs_of_more_than_16_auto_batches():
     for got, want in zip(final, _ema_reference(steps, 0.99)):
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
     assert max(np.abs(a - b).max() for a, b in zip(final, steps[-1])) > 1e-4
-    for rows, params in ((1000, {}), (1100, {"batch_size": 64})):
+    for rows, params in ((1000, {}), (1100, {"batch_size": 64}),
+                         (1100, {"iterator_train__batch_size": 64})):
         final, steps = fit(rows, **params)
         assert len(steps) == 2 * (16 if rows == 1000 else 18)
         for got, want in zip(final, steps[-1]):

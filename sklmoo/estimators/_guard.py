@@ -740,6 +740,9 @@ class SklmooNetMixin:
     def _resolve_batch(self, n_train):
         """``batch_size_`` for a fit on ``n_train`` rows (see ``_auto_batch``) and the factor on
         the learning rate that goes with it (1 unless 'auto' chose a larger batch)."""
+        # batches this fit chooses itself: 'auto', and no ``iterator_train__batch_size``
+        self._auto_batches = (isinstance(self.batch_size, str)
+                              and "batch_size" not in self.get_params_for("iterator_train"))
         # a large table in 'auto' batches (its epochs are hundreds of steps)
         self._large_table = (isinstance(self.batch_size, str)
                              and n_train > self._auto_batch_large)

@@ -254,7 +254,8 @@ class MTSGDRegressor(RegressorMixin, MTSGDNetBase):
     _average_min_batches = 16
 
     def _averages_weights(self):
-        return (isinstance(self.batch_size, str)
+        # batches the fit chose (not ``batch_size`` or ``iterator_train__batch_size`` given)
+        return (getattr(self, "_auto_batches", False)
                 and getattr(self, "_batches_per_epoch", 0) > self._average_min_batches)
 
     #: ... or fewer when an epoch is more than 16 batches: about this many optimiser steps, at
