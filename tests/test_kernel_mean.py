@@ -15,8 +15,9 @@ from sklearn.model_selection import train_test_split
 from sklmoo import MTSGDRegressor
 from sklmoo.metrics import gaussian_nll
 from sklmoo.nn import KernelMean
-from sklmoo.nn._kernel_mean import (KernelMixture, fit_kernel_mean, fit_kernel_regression,
-                                    kernel_predict, stacking_weight)
+from sklmoo.nn._kernel_mean import (KernelMixture, components, fit_kernel_mean,
+                                    fit_kernel_regression, kernel_predict, refit_kernel_mean,
+                                    stacking_weight)
 
 
 def _table(n, d=3, nonlinear=True, seed=0):
@@ -165,6 +166,49 @@ def test_a_mixture_predicts_its_components_mean_and_variance():
     np.testing.assert_allclose(out[:, 0, 0].numpy(), mean, rtol=1e-9)
     np.testing.assert_allclose(out[:, 0, 1].numpy() ** 2, latent + mixture.noise, rtol=1e-9)
     assert module.mix.tolist() == [[0.3, 0.7]]
+
+
+def test_a_refit_keeps_the_model_and_reaches_the_full_fits_optimum():
+    # refit_kernel_mean (the regressor's GP refit on every row when the networks' gate closes,
+    # above RESELECT_MAX_ROWS rows): the same model (RBF or not, the mixture's weights), its
+    # hyperparameters re-optimised on the new rows from the old optimum: the posterior mode
+    # a fit of that model from scratch reaches
+    X, y = _table(160, d=2)
+    part = fit_kernel_mean(X[:120], y[:120], random_state=0)
+    mixture = KernelMixture([fit_kernel_regression(X[:120], y[:120], rbf=True, random_state=0),
+                             fit_kernel_regression(X[:120], y[:120], rbf=False)],
+                            np.array([0.4, 0.6]))
+    for first in (part, mixture):
+        again = refit_kernel_mean(first, X, y)
+        assert type(again) is type(first) and again.rbf == first.rbf
+        for (w0, f0), (w1, f1) in zip(components(first), components(again)):
+            assert w0 == w1 and f0.rbf == f1.rbf and len(f1.alpha) == 160
+            scratch = fit_kernel_regression(X, y, rbf=f0.rbf, ard=f0.ard, random_state=0)
+            assert f1.neg_log_posterior <= scratch.neg_log_posterior + 1e-3
+            np.testing.assert_allclose(kernel_predict(f1, X[:5])[0],
+                                       kernel_predict(scratch, X[:5])[0], rtol=0, atol=1e-2)
+
+
+def test_the_regressor_refits_a_closed_gates_gp_without_keeping_the_first_fits():
+    # a linear target: the gate closes and the GP is refitted on every row; the training rows'
+    # fits (kept for the refit above RESELECT_MAX_ROWS rows) do not outlive the fit
+    import pickle
+
+    import sklmoo.estimators._regressor as module
+
+    X, y = _table(200, nonlinear=False)
+    fits = {}
+    for limit in (10 ** 6, 100):                 # re-selected / refitted (200 rows > 100)
+        original, module.RESELECT_MAX_ROWS = module.RESELECT_MAX_ROWS, limit
+        try:
+            reg = MTSGDRegressor(n_particles=2, max_epochs=3, random_state=0).fit(X, y)
+        finally:
+            module.RESELECT_MAX_ROWS = original
+        assert not reg.networks_used_.any() and "_first_kernel_fits" not in vars(reg)
+        assert "_first_kernel_fits" not in vars(pickle.loads(pickle.dumps(reg)))
+        fits[limit] = reg.predict(X[:20])
+    # both are the GP of a linear target on every row
+    np.testing.assert_allclose(fits[100], fits[10 ** 6], rtol=0, atol=0.05 * y.std())
 
 
 def test_state_dict_checks_refuse_inconsistent_rows():

@@ -441,6 +441,16 @@ def fit_kernel_mean(X, y, weight=None, random_state=None):
     return fit_kernel_regression(X, y, w, rbf=rbf, ard=ard, random_state=random_state)
 
 
+def refit_kernel_mean(fit, X, y, weight=None):
+    """``fit`` (a :func:`fit_kernel_mean` result) fitted again to ``(X, y)``: the same model
+    (with or without the RBF part, or the mixture with the same weights), its hyperparameters
+    re-optimised from ``fit``'s; no cross-validation."""
+    if isinstance(fit, KernelMixture):
+        return KernelMixture([refit_kernel_mean(part, X, y, weight) for part in fit.fits],
+                             np.array(fit.weights), rbf=fit.rbf, ard=fit.ard)
+    return fit_kernel_regression(X, y, weight, rbf=fit.rbf, ard=fit.ard, start=fit.log_params)
+
+
 def stacking_weight(losses_a, losses_b):
     """The weight w in [0, 1] maximising sum_i log(w exp(-a_i) + (1 - w) exp(-b_i)): the
     stacking of two predictive distributions by their held-out log densities (Yao et al.
