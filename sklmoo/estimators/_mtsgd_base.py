@@ -323,7 +323,7 @@ class MTSGDNetBase(SklmooNetMixin, NeuralNet):
             # an interrupted epoch's diagnostics never reach history; none outlive the fit
             self._step_stash = {}
         self.n_train_, self.n_valid_ = n_train, 0 if valid is None else len(valid)
-        self._after_epochs(X, targets, weight, valid)
+        self._after_epochs(X, targets, weight, train, valid)
         rows = (self._subset_rows(valid, X, targets, weight) if self.calibration is not None
                 else None)
         self._fit_calibration(*(rows or (None, None, None)))
@@ -399,7 +399,7 @@ class MTSGDNetBase(SklmooNetMixin, NeuralNet):
         (n, T) ``weight`` (every row with a target; ``train`` / ``valid``: the split's
         subsets, valid None without one; no-op here)."""
 
-    def _after_epochs(self, X, targets, weight, valid):
+    def _after_epochs(self, X, targets, weight, train, valid):
         """After training, before calibration (no-op here; the regressor's kernel mean
         function decides there whether the networks add to it)."""
 

@@ -6,12 +6,14 @@ from fnmatch import fnmatch
 import numpy as np
 import torch
 from sklearn.base import RegressorMixin
+from skorch.utils import to_tensor
 
 from ..metrics._recalibration import fit_variance_scale
-from ..nn import KernelMean, LinearMean, StackedGaussianHead
+from ..nn import KernelMean, LinearMean, StackedGaussianHead, fit_feature_noise
 from ..nn._evidence import fit_evidence_ridge
 from ..nn._kernel_mean import fit_kernel_mean, refit_kernel_mean
 from ._mtsgd_base import MTSGDNetBase
+from ._rows import take_rows
 from ._targets import regression_targets
 from ._validation import ValidationSplit
 
@@ -49,7 +51,18 @@ GATE_MIN_ROWS = 30
 #: its hyperparameters are refitted, from their optimum (the choice costs about 3x the
 #: refit: 13 s against 4 s on 1,000 rows x 10 features)
 RESELECT_MAX_ROWS = 500
+#: heteroscedastic='auto': an input-dependent noise is fitted (:meth:`_fit_noise_maps`) only
+#: with at least this many validation rows, which judge it ...
+NOISE_MIN_VALID_ROWS = 300
+#: ... on at most this many training rows (a seeded draw), judged on at most this many
+#: validation rows: the map has a network's last features plus one coefficients per
+#: particle, and the features of these rows are held in memory (M x rows x features)
+NOISE_FIT_MAX_ROWS = 20000
+#: ... with these ridge penalties on its weights (on the mean loss per row); the one with the lowest recalibrated validation NLL is kept if it
+#: beats the constant noise (``_noise_map_wins``)
+NOISE_PENALTIES = (1e-4, 1e-3, 1e-2)
 _MEAN_FUNCTIONS = ("auto", "kernel", "linear")
+_HETEROSCEDASTIC = (True, False, "auto")
 
 
 class MTSGDRegressor(RegressorMixin, MTSGDNetBase):
@@ -98,19 +111,21 @@ class MTSGDRegressor(RegressorMixin, MTSGDNetBase):
         Gaussian NLL can be negative); the default is the paper's.
     normalize_drive : bool, default=False
         As in :class:`MTSGDMultiTaskClassifier`.
-    heteroscedastic : bool, default=False
+    heteroscedastic : {'auto', True, False}, default='auto'
         False: one learned noise scale per output and particle. True: the heads also predict
-        a per-sample noise scale; try it when the noise visibly depends on the input.
+        a per-sample noise scale, trained with the networks. 'auto': trained as False; then,
+        with at least 300 validation rows, a noise scale linear in the networks' last
+        features is fitted on the training rows and kept for an output if it lowers the
+        recalibrated validation NLL (``heteroscedastic_``; :ref:`ug-defaults`).
     normalize_y : bool, default=True
         Standardise every output for training (predictions come back in the original units),
         so that outputs on different scales weigh alike and the default ``lr`` suits any
         units.
     calibration : {'variance'} or None, default='variance'
         Recalibration on the validation rows: one factor per output on the predictive variance
-        (``variance_scale_``), fitted by held-out Gaussian negative log-likelihood. A factor
-        above 1 (intervals too narrow) is applied as fitted, one below 1 only as far as it
-        lies beyond two standard errors of its logarithm (``sqrt(2 / n)`` for n rows), since
-        those rows also chose the early-stopping epoch. ``predict(X, return_std=True)`` and
+        (``variance_scale_``), fitted by held-out Gaussian negative log-likelihood; one below
+        1 is applied only beyond two standard errors of its logarithm (those rows also chose
+        the early-stopping epoch). ``predict(X, return_std=True)`` and
         ``predict_uncertainty`` include it, ``predict_members`` does not. Without a
         validation split the factors stay 1. See :ref:`ug-defaults`.
     prior_precision : float, default=1.0
@@ -166,10 +181,9 @@ class MTSGDRegressor(RegressorMixin, MTSGDNetBase):
         20 % of the rows at any size (the classifiers hold out less of a large table,
         :ref:`ug-scale`); otherwise as in :class:`MTSGDMultiTaskClassifier` (not stratified):
         the held-out rows drive early stopping with restore-best (their loss is the Gaussian
-        negative log-likelihood of the pooled prediction; patience 30 epochs, or about 240
-        steps (480 with a given ``batch_size``) but at least 10 epochs when an epoch is more
-        than 16 batches, and 20 epochs on more than 8,192 training rows with
-        ``batch_size='auto'``) and fit ``calibration``.
+        negative log-likelihood of the pooled prediction; patience 30 epochs, fewer from 16
+        batches an epoch: :ref:`ug-defaults`) and fit ``calibration`` and the noise map of
+        ``heteroscedastic='auto'``.
     verbose : int, default=0
         0: silent. Above 0: progress output per epoch (:ref:`ug-fitting`).
     **kwargs
@@ -203,6 +217,8 @@ class MTSGDRegressor(RegressorMixin, MTSGDNetBase):
     networks_used_ : ndarray of shape (n_outputs,), dtype=bool
         Per output, whether the networks add to the mean function's prediction (False: the
         kernel mean function predicts alone, see ``mean_function``).
+    heteroscedastic_ : ndarray of shape (n_outputs,), dtype=bool
+        Per output, whether the predicted noise depends on the input.
     variance_scale_ : ndarray of shape (n_outputs,)
         The applied factors on the predictive variance (above 1: the intervals were too
         narrow).
@@ -285,7 +301,7 @@ class MTSGDRegressor(RegressorMixin, MTSGDNetBase):
     def __init__(self, module=None, *, n_particles=5, method="mtsgd", kernel="auto",
                  smooth_drive=False, bandwidth="median", repulsion=1e-3, head_repulsion=1e-2,
                  warmup_epochs=0, task_normalization="none", normalize_drive=False,
-                 heteroscedastic=False,
+                 heteroscedastic="auto",
                  normalize_y=True, input_shape=None,
                  calibration="variance", prior_precision=1.0, mean_function="auto",
                  random_state=None, criterion=torch.nn.GaussianNLLLoss,
@@ -333,12 +349,18 @@ class MTSGDRegressor(RegressorMixin, MTSGDNetBase):
         mean = self.module_.output_map
         if isinstance(mean, KernelMean):
             self.networks_used_ = mean.gate.cpu().numpy() > 0
+        heads = self._noise_heads()
+        self.heteroscedastic_ = (np.array([h.noise_map_active for h in heads]) if heads
+                                 else np.full(self.n_outputs_, self.heteroscedastic is True))
 
     def _check_params(self):
         super()._check_params()
-        for name in ("heteroscedastic", "normalize_y"):
-            if not isinstance(getattr(self, name), (bool, np.bool_)):
-                raise ValueError(f"{name} must be True or False, got {getattr(self, name)!r}")
+        if not isinstance(self.normalize_y, (bool, np.bool_)):
+            raise ValueError(f"normalize_y must be True or False, got {self.normalize_y!r}")
+        if not (isinstance(self.heteroscedastic, (bool, np.bool_))
+                or (isinstance(self.heteroscedastic, str) and self.heteroscedastic == "auto")):
+            raise ValueError(f"heteroscedastic must be True, False or 'auto', got "
+                             f"{self.heteroscedastic!r}")
         if self.mean_function is not None and not (isinstance(self.mean_function, str)
                                                    and self.mean_function in _MEAN_FUNCTIONS):
             raise ValueError(f"mean_function must be 'auto', 'kernel', 'linear' or None, "
@@ -458,10 +480,12 @@ class MTSGDRegressor(RegressorMixin, MTSGDNetBase):
         return [1] * self.n_outputs_
 
     def _head_factory(self):
-        heteroscedastic = bool(self.heteroscedastic)
+        mode = self.heteroscedastic
 
         def gaussian_head(n_particles, n_features, _width):
-            return StackedGaussianHead(n_particles, n_features, heteroscedastic=heteroscedastic)
+            if isinstance(mode, str):
+                return StackedGaussianHead(n_particles, n_features, noise_map=True)
+            return StackedGaussianHead(n_particles, n_features, heteroscedastic=bool(mode))
         return gaussian_head
 
     def _resolve_mean_function(self, n_rows):
@@ -521,6 +545,8 @@ class MTSGDRegressor(RegressorMixin, MTSGDNetBase):
         mean.set(weight, bias, scale, center, covariance)
 
     def _fit_epochs(self, *args, **kwargs):
+        # a continued fit trains with the constant noise; its noise maps are fitted again after
+        self._reset_noise_maps()
         try:
             return super()._fit_epochs(*args, **kwargs)
         finally:
@@ -559,7 +585,13 @@ class MTSGDRegressor(RegressorMixin, MTSGDNetBase):
                 and isinstance(self.module_.output_map, KernelMean)
                 and getattr(self, "_new_mean_function", False))
 
-    def _after_epochs(self, X, targets, weight, valid):
+    def _after_epochs(self, X, targets, weight, train, valid):
+        """After training: the kernel mean function's gates (:meth:`_set_gates`), then the
+        noise maps (:meth:`_fit_noise_maps`)."""
+        self._set_gates(X, targets, weight, valid)
+        self._fit_noise_maps(X, targets, weight, train, valid)
+
+    def _set_gates(self, X, targets, weight, valid):
         """With a new kernel mean function: per output, the networks keep adding to the GP only
         if the pooled prediction's validation NLL beats the GP's alone by more than
         ``GATE_MARGIN`` standard errors (paired over at least ``GATE_MIN_ROWS`` rows);
@@ -607,6 +639,104 @@ class MTSGDRegressor(RegressorMixin, MTSGDNetBase):
                                        first=first),
                      scale_floor=RESIDUAL_SCALE_FLOOR)
         mean.set_gate(self.networks_used_.astype(float))
+
+    def _noise_heads(self):
+        """The heads that carry a noise map (heteroscedastic='auto'), one per output, or []."""
+        module = getattr(self, "module_", None)
+        heads = list(getattr(module, "heads", [])) if module is not None else []
+        if not heads or not all(getattr(h, "noise_map", False) for h in heads):
+            return []
+        return heads
+
+    def _reset_noise_maps(self):
+        for head in self._noise_heads():
+            head.set_noise_map()
+        if hasattr(self, "heteroscedastic_"):
+            self.heteroscedastic_ = np.full(self.n_outputs_, self.heteroscedastic is True)
+
+    def _features_and_outputs(self, X):
+        """The networks' last features (M, n, F) and per-task outputs (T tensors (n, M, C))
+        on the rows ``X``, on the CPU."""
+        self._set_training(False)
+        feats, outs = [], []
+        with torch.no_grad():
+            for start in range(0, len(X), 1024):
+                xb = to_tensor(X[start:start + 1024], device=self.device)
+                h, out = self.module_.forward_with_features(xb)
+                feats.append(h.detach().cpu())
+                outs.append(tuple(o.detach().cpu() for o in out))
+        return torch.cat(feats, dim=1), [torch.cat(col) for col in zip(*outs)]
+
+    def _fit_noise_maps(self, X, targets, weight, train, valid):
+        """heteroscedastic='auto': per output, a noise scale linear in the networks' last
+        features (:func:`~sklmoo.nn.fit_feature_noise`, the networks fixed) fitted on up to
+        ``NOISE_FIT_MAX_ROWS`` training rows for each of ``NOISE_PENALTIES``; the best by
+        recalibrated validation NLL is kept when it beats the constant noise
+        (:func:`_noise_map_wins`, on at most as many validation rows; ``heteroscedastic_``).
+        Needs ``NOISE_MIN_VALID_ROWS`` validation rows."""
+        T = self.n_outputs_
+        self.heteroscedastic_ = np.full(T, self.heteroscedastic is True)
+        heads = self._noise_heads()
+        if (not heads or valid is None or train is None or len(valid) < NOISE_MIN_VALID_ROWS
+                or not all(hasattr(part, "indices") for part in (train, valid))):
+            return
+        rng = np.random.RandomState(self.seed_)
+        fit_rows, valid_rows = (
+            (take_rows(X, rows), targets[rows], weight[rows])
+            for rows in (_at_most(np.asarray(part.indices, dtype=np.int64), rng)
+                         for part in (train, valid)))
+        (h_fit, out_fit), (h_val, out_val) = (self._features_and_outputs(part[0])
+                                              for part in (fit_rows, valid_rows))
+        mean_map = self.module_.output_map
+        for t, head in enumerate(heads):
+            if not getattr(self, "networks_used_", np.ones(T, dtype=bool))[t]:
+                continue
+            coef = 1.0 if mean_map is None else mean_map.variance_coefficient(t)
+            sel_f, mu_f, rest_f, y_f, w_f = self._noise_terms(head, coef, out_fit[t],
+                                                              *fit_rows[1:], t)
+            sel_v, mu_v, rest_v, y_v, w_v = self._noise_terms(head, coef, out_val[t],
+                                                              *valid_rows[1:], t)
+            if len(y_f) < 2 or len(y_v) < NOISE_MIN_VALID_ROWS // 2:
+                continue
+            raw0 = head.raw_scale.detach().to("cpu", torch.float64)[:, 0]
+            h_f, h_v = (h if bool(sel.all()) else h[:, sel]
+                        for h, sel in ((h_fit, sel_f), (h_val, sel_v)))
+            losses, maps = [], []
+            w_map = torch.zeros(h_val.shape[0], h_val.shape[2], dtype=torch.float64)
+            b_map = torch.zeros(h_val.shape[0], dtype=torch.float64)
+            # the constant noise first, then the penalties from the largest, each fit starting
+            # from the last one's solution
+            for penalty in (None,) + tuple(sorted(NOISE_PENALTIES, reverse=True)):
+                if penalty is not None:
+                    w_map, b_map = fit_feature_noise(
+                        h_f, (y_f - mu_f) ** 2, raw0, coef, rest_f, weight=w_f,
+                        penalty=penalty, min_std=head.min_std, init=(w_map, b_map))
+                raw = raw0[:, None] + b_map[:, None] + torch.bmm(
+                    h_v, w_map.float()[:, :, None])[..., 0].double()
+                sd = torch.nn.functional.softplus(raw) + head.min_std
+                losses.append(_recalibrated_nll(mu_v, coef * sd ** 2 + rest_v, y_v.numpy(),
+                                                w_v.numpy()))
+                maps.append((w_map, b_map))
+            w = (w_v / w_v.mean()).numpy()
+            best = 1 + int(np.argmin([np.mean(w * loss) for loss in losses[1:]]))
+            if _noise_map_wins(losses[best] - losses[0], w):
+                head.set_noise_map(*(m.float() for m in maps[best]))
+                self.heteroscedastic_[t] = True
+
+    @staticmethod
+    def _noise_terms(head, coef, outputs, targets, weight, t):
+        """Output t's rows with an observed target and a positive weight: their mask (n,),
+        the particles' means (M, n), the variance the output map adds to their
+        ``coef * sigma^2`` (M, n), the targets and the weights (n,), float64."""
+        sel = torch.as_tensor(~np.isnan(targets[:, t]) & (weight[:, t] > 0))
+        out = outputs[sel].double()                                    # (n, M, C)
+        mean, std = out[..., 0].T, out[..., 1].T
+        sigma = (torch.nn.functional.softplus(head.raw_scale.detach().cpu().double())
+                 + head.min_std)                                       # (M, 1)
+        rest = (std ** 2 - coef * sigma ** 2).clamp_min(0.0)
+        y = torch.as_tensor(targets[sel.numpy(), t], dtype=torch.float64)
+        w = torch.as_tensor(weight[sel.numpy(), t], dtype=torch.float64)
+        return sel, mean, rest, y, w
 
     def _member_losses(self, outputs, target):
         """(b, M) Gaussian negative log-likelihood of every particle's (mean, scale)."""
@@ -846,6 +976,37 @@ class MTSGDRegressor(RegressorMixin, MTSGDNetBase):
         if not scores:
             raise ValueError("y has no output with two or more observed values")
         return float(np.mean(scores))
+
+
+def _at_most(rows, rng):
+    """``rows``, or a sorted draw of ``NOISE_FIT_MAX_ROWS`` of them when there are more."""
+    if len(rows) <= NOISE_FIT_MAX_ROWS:
+        return rows
+    return np.sort(rng.choice(rows, NOISE_FIT_MAX_ROWS, replace=False))
+
+
+def _noise_map_wins(diff, weight):
+    """Whether a noise map whose per-row validation NLL differs from the constant noise's by
+    ``diff`` (n,) (rows weighted by ``weight``, mean 1) is kept: its weighted mean NLL is
+    lower, and so is the mean of the differences clipped to their 1st-99th percentiles, by
+    more than ``GATE_MARGIN`` standard errors (a few outlying rows decide the plain mean of a
+    heavy-tailed difference, either way)."""
+    if not np.average(diff, weights=weight) < 0:
+        return False
+    clipped = weight * np.clip(diff, *np.percentile(diff, [1, 99]))
+    se = clipped.std(ddof=1) / np.sqrt(len(clipped))
+    return bool(clipped.mean() + GATE_MARGIN * se < 0)
+
+
+def _recalibrated_nll(means, variances, y, weight):
+    """(n,) Gaussian NLL of the particles' pooled prediction (means, variances (M, n)) after
+    the validation rows' variance factor (as ``calibration='variance'`` fits it)."""
+    mean = means.mean(0).numpy()
+    var = (variances.mean(0) + means.var(0, unbiased=False)).numpy()
+    scale = fit_variance_scale(y, mean, np.sqrt(var), narrowing_margin=NARROWING_MARGIN,
+                               sample_weight=weight)
+    var = scale * var
+    return 0.5 * (np.log(2 * np.pi * var) + (y - mean) ** 2 / var)
 
 
 def _weighted_moments(arr, weight):

@@ -199,12 +199,18 @@ class StackedGaussianHead(nn.Module):
     ``s = v^\top h + c`` depends on the input. Initialised like ``nn.Linear`` for the mean and with
     :math:`\sigma = 1` (the scale of standardised targets) for the noise.
 
+    With ``noise_map=True`` (homoscedastic heads only) a fixed linear map of the features is
+    added to ``s``: :math:`s = s_0 + u^\top h + e`, with :math:`u, e` buffers (never trained,
+    zero until :meth:`set_noise_map`, so that the head computes as without them): the noise
+    scale that :func:`fit_feature_noise` fits once the networks are trained.
+
     Parameters
     ----------
     n_members, in_features : int
     heteroscedastic : bool, default=False
     min_std : float, default=1e-3
         Floor of :math:`\sigma`, so that the likelihood cannot collapse onto a training point.
+    noise_map : bool, default=False
 
     Examples
     --------
@@ -218,26 +224,59 @@ class StackedGaussianHead(nn.Module):
     #: softplus(_UNIT) == 1: the noise scale starts at the standardised targets' scale
     _UNIT = math.log(math.e - 1.0)
 
-    def __init__(self, n_members, in_features, heteroscedastic=False, min_std=1e-3):
+    def __init__(self, n_members, in_features, heteroscedastic=False, min_std=1e-3,
+                 noise_map=False):
         super().__init__()
         self.heteroscedastic = bool(heteroscedastic)
         self.min_std = float(min_std)
         self.mean = StackedLinear(n_members, in_features, 1)
         if self.heteroscedastic:
+            if noise_map:
+                raise ValueError("noise_map is for homoscedastic heads: a heteroscedastic "
+                                 "head's noise already depends on its input")
             self.scale = StackedLinear(n_members, in_features, 1)
             with torch.no_grad():
                 self.scale.weight.mul_(0.1)
                 self.scale.bias.fill_(self._UNIT - min_std)
         else:
             self.raw_scale = nn.Parameter(torch.full((n_members, 1), self._UNIT - min_std))
+        self.noise_map = bool(noise_map)
+        #: whether the noise map is non-zero: until it is, the head computes exactly as without
+        #: one (kept in step by :meth:`set_noise_map` and by ``load_state_dict``)
+        self.noise_map_active = False
+        if self.noise_map:
+            self.register_buffer("noise_weight", torch.zeros(n_members, in_features, 1))
+            self.register_buffer("noise_bias", torch.zeros(n_members, 1, 1))
+            self.register_load_state_dict_post_hook(_sync_noise_map)
 
     def member_parameters(self):
         tail = (self.scale.member_parameters() if self.heteroscedastic else [self.raw_scale])
         return self.mean.member_parameters() + tail
 
+    def set_noise_map(self, weight=None, bias=None):
+        """Set the noise map's (M, in_features) weights and (M,) biases (None: zeros, the
+        constant noise)."""
+        if not self.noise_map:
+            raise ValueError("this head was built with noise_map=False")
+        with torch.no_grad():
+            for buf, value in ((self.noise_weight, weight), (self.noise_bias, bias)):
+                buf.zero_()
+                if value is not None:
+                    buf.copy_(torch.as_tensor(value).reshape(buf.shape))
+        _sync_noise_map(self)
+
+    def _raw_scale(self, h):
+        """(M, batch or 1, 1) noise parameter s before the softplus."""
+        if self.heteroscedastic:
+            return self.scale(h)
+        raw = self.raw_scale[:, None, :]
+        if self.noise_map_active:
+            raw = torch.baddbmm(raw + self.noise_bias, h, self.noise_weight.to(h.dtype))
+        return raw
+
     def forward(self, h):
         mean = self.mean(h)
-        raw = self.scale(h) if self.heteroscedastic else self.raw_scale[:, None, :].expand_as(mean)
+        raw = self._raw_scale(h).expand_as(mean)
         return torch.cat([mean, nn.functional.softplus(raw) + self.min_std], dim=-1)
 
     def summed_vjp(self, h, cotangent):
@@ -245,11 +284,16 @@ class StackedGaussianHead(nn.Module):
         :meth:`member_parameters` order (cotangent (M, n_targets, batch, 2))."""
         grads = self.mean.summed_vjp(h, cotangent[..., :1])
         with torch.no_grad():
-            raw = self.scale(h) if self.heteroscedastic else self.raw_scale[:, None, :]
+            raw = self._raw_scale(h)
         slope = torch.sigmoid(raw)[:, None].to(cotangent.dtype)       # softplus' derivative
         if self.heteroscedastic:
             return grads + self.scale.summed_vjp(h, cotangent[..., 1:] * slope)
         return grads + [(cotangent[..., 1:] * slope).sum((0, 2))]
+
+
+def _sync_noise_map(head, *_):
+    """``noise_map_active`` from the buffers (after :meth:`set_noise_map` or a state load)."""
+    head.noise_map_active = bool(head.noise_weight.any() or head.noise_bias.any())
 
 
 def gaussian_map_pullback(mean_coef, var_coef, head_outputs, mapped, cotangent):
@@ -356,6 +400,10 @@ class LinearMean(nn.Module):
             out.append(torch.cat([mean[:, t, None, None].to(o.dtype) + scale * o_mean,
                                   std.to(o.dtype), linear.sqrt().to(o.dtype)], dim=-1))
         return tuple(out)
+
+    def variance_coefficient(self, t):
+        r"""c in task t's variance :math:`c\,\sigma^2 + v_t(x)`: :math:`s_t^2`."""
+        return float(self.scale[t]) ** 2
 
     def task_pullback(self, t, head_outputs, mapped, cotangent):
         """Task t's :func:`gaussian_map_pullback` (mean coefficient s_t, variance s_t^2)."""

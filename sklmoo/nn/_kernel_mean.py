@@ -668,6 +668,13 @@ class KernelMean(nn.Module):
                                        v.sqrt().expand_as(m).to(m.dtype)], -1))
         return tuple(result)
 
+    def variance_coefficient(self, t):
+        r"""c in task t's variance :math:`c\,\sigma^2 + \text{rest}(x)` (:meth:`forward`):
+        :math:`g_t s_t^2`, 1 before the GP is fitted."""
+        if not bool(self.fitted):
+            return 1.0
+        return float(self.gate[t]) * float(self.scale[t]) ** 2
+
     def task_pullback(self, t, head_outputs, mapped, cotangent):
         """Task t's :func:`~sklmoo.nn._ensemble.gaussian_map_pullback` (mean coefficient
         g s, variance g s^2; 1 and 1 before the GP is fitted)."""
