@@ -3,6 +3,9 @@
 import torch
 from torch.nn import functional as F
 
+#: rows per block when the information matrix is accumulated
+_BLOCK = 4096
+
 
 def fit_feature_noise(features, sq_residuals, raw_offset, coef=1.0, rest=0.0, weight=None,
                       penalty=1e-3, min_std=1e-3, max_iter=30, tol=1e-4, init=None):
@@ -64,9 +67,9 @@ def fit_feature_noise(features, sq_residuals, raw_offset, coef=1.0, rest=0.0, we
     dtype = torch.float64
     M, n, d = features.shape
     device = features.device
-    # the features (the one large array) in float32, with a column of ones for the bias;
-    # every per-row quantity and the coefficients in float64
-    A = torch.cat([features.float(), torch.ones(M, n, 1, device=device)], dim=-1)
+    # the features (the one large array) stay as given, in float32 products; every per-row
+    # quantity and the coefficients (weights, then the bias last) in float64
+    h = features if features.dtype == torch.float32 else features.float()
     e2 = sq_residuals.to(dtype)
     w_rows = (torch.ones(n, dtype=dtype, device=device) if weight is None
               else torch.as_tensor(weight, dtype=dtype, device=device))
@@ -77,15 +80,27 @@ def fit_feature_noise(features, sq_residuals, raw_offset, coef=1.0, rest=0.0, we
     ridge[-1] = 0.0
     theta = torch.zeros(M, d + 1, dtype=dtype, device=device)
     zeros = (torch.zeros(M, d, dtype=dtype), torch.zeros(M, dtype=dtype))
-    if float(coef) <= 0 or not (torch.isfinite(A).all() and torch.isfinite(e2).all()):
+    if float(coef) <= 0 or not (torch.isfinite(h).all() and torch.isfinite(e2).all()):
         return zeros
 
     def objective(th):
-        z = offset + torch.bmm(A, th.float()[:, :, None])[..., 0].to(dtype)
+        z = offset + th[:, -1:] + torch.bmm(h, th[:, :-1].float()[:, :, None])[..., 0].to(dtype)
         sd = F.softplus(z) + min_std
         v = coef * sd ** 2 + rest
         loss = ((0.5 * torch.log(v) + 0.5 * e2 / v) * w_rows).sum(1)
         return loss + 0.5 * (ridge * th ** 2).sum(1), z, sd, v
+
+    def information(info):
+        """sum_i info_i [h_i, 1][h_i, 1]^T per member, in blocks of rows (no n x d copy)."""
+        H = torch.zeros(M, d + 1, d + 1, dtype=dtype, device=device)
+        for start in range(0, n, _BLOCK):
+            hb, ib = h[:, start:start + _BLOCK], info[:, start:start + _BLOCK]
+            weighted = hb * ib.float()[..., None]
+            H[:, :d, :d] += torch.bmm(weighted.transpose(1, 2), hb).to(dtype)
+            H[:, :d, d] += weighted.sum(1).to(dtype)
+        H[:, d, :d] = H[:, :d, d]
+        H[:, d, d] = info.sum(1)
+        return H
 
     f, z, sd, v = objective(theta)
     if init is not None:
@@ -99,8 +114,9 @@ def fit_feature_noise(features, sq_residuals, raw_offset, coef=1.0, rest=0.0, we
         dv = 2.0 * coef * sd * torch.sigmoid(z)                      # dv/dz
         grad_z = dv * (0.5 / v - 0.5 * e2 / v ** 2) * w_rows
         info_z = dv ** 2 / (2.0 * v ** 2) * w_rows                   # expected information
-        grad = torch.bmm(grad_z.float()[:, None, :], A)[:, 0].to(dtype) + ridge * theta
-        H = torch.bmm((A * info_z.float()[..., None]).transpose(1, 2), A).to(dtype)
+        grad = torch.cat([torch.bmm(grad_z.float()[:, None, :], h)[:, 0].to(dtype),
+                          grad_z.sum(1, keepdim=True)], dim=1) + ridge * theta
+        H = information(info_z)
         H = H + torch.diag(ridge + 1e-8 * H.diagonal(dim1=1, dim2=2).mean())
         step = torch.linalg.solve(H, grad[..., None])[..., 0]
         slope = (grad * step).sum(1)
