@@ -54,6 +54,14 @@ def test_fit_feature_noise_returns_zeros_when_it_cannot_fit():
     assert not W.any() and not b.any()
 
 
+def test_fit_feature_noise_where_the_information_vanishes():
+    # noise scales at their floor, where the softplus is flat in float64: the information
+    # matrix is singular (a noise-free target on 1,000,000 rows made linalg.solve fail)
+    h = torch.relu(torch.randn(2, 500, 8, generator=torch.Generator().manual_seed(0)))
+    W, b = fit_feature_noise(h, torch.full((2, 500), 1e-6), torch.full((2,), -800.0))
+    assert torch.isfinite(W).all() and torch.isfinite(b).all()
+
+
 def test_noise_map_head_is_the_homoscedastic_head_until_set():
     torch.manual_seed(0)
     plain = StackedGaussianHead(3, 5)

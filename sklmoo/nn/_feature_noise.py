@@ -118,7 +118,9 @@ def fit_feature_noise(features, sq_residuals, raw_offset, coef=1.0, rest=0.0, we
                           grad_z.sum(1, keepdim=True)], dim=1) + ridge * theta
         H = information(info_z)
         H = H + torch.diag(ridge + 1e-8 * H.diagonal(dim1=1, dim2=2).mean())
-        step = torch.linalg.solve(H, grad[..., None])[..., 0]
+        # pinv where the information vanishes (noise scales pushed to their floor, where
+        # the softplus is flat; a noise-free target does that): no step in those directions
+        step = (torch.linalg.pinv(H, hermitian=True) @ grad[..., None])[..., 0]
         slope = (grad * step).sum(1)
         if not bool(slope.max() > 2 * tol):
             break                   # the Newton decrement: the fall a full step would bring
