@@ -158,3 +158,50 @@ def test_continued_fit_trains_with_the_constant_noise_and_fits_the_map_again(tmp
     np.testing.assert_allclose(other.predict(X[:50], return_std=True)[1] / other.variance_scale_
                                ** 0.5, reg.predict(X[:50], return_std=True)[1]
                                / reg.variance_scale_ ** 0.5, rtol=1e-5)
+
+
+def test_the_map_is_bounded_by_its_range_on_the_training_rows():
+    X, y, _ = _noisy(2500)
+    reg = MTSGDRegressor(random_state=0, max_epochs=15, n_particles=3).fit(X, y)
+    assert reg.heteroscedastic_.all()
+    _, noise = reg.predict_members(X, return_std=True)
+    far = np.zeros((3, 3), dtype=np.float32)
+    far[:, 1] = [-5.0, -20.0, 20.0]                  # far outside [-1, 1]
+    _, noise_far = reg.predict_members(far, return_std=True)
+    low, high = noise.min(axis=1, keepdims=True), noise.max(axis=1, keepdims=True)
+    assert (noise_far >= low * (1 - 1e-5)).all() and (noise_far <= high * (1 + 1e-5)).all()
+
+
+def test_heteroscedastic_attribute_describes_the_heads():
+    X, y, _ = _noisy(1600)
+    kw = dict(random_state=0, max_epochs=3, n_particles=2)
+    assert MTSGDRegressor(heteroscedastic=np.True_, **kw).fit(X, y).heteroscedastic_.all()
+    reg = MTSGDRegressor(warm_start=True, **kw).fit(X, y)
+    for value in (False, True):
+        with pytest.raises(ValueError, match="heteroscedastic='auto'"):
+            reg.set_params(heteroscedastic=value).fit(X, y)
+    # networks wider than NOISE_MAP_MAX_FEATURES: no map (the solver's cost is cubic in them)
+    wide = MTSGDRegressor(module__hidden_units=(300,), **kw).fit(X, y)
+    assert not wide.heteroscedastic_.any()
+
+
+def test_heads_pickled_before_the_noise_map_still_predict():
+    X, y, _ = _noisy(300)
+    reg = MTSGDRegressor(heteroscedastic=False, random_state=0, max_epochs=2,
+                         n_particles=2).fit(X, y)
+    expected = reg.predict(X, return_std=True)
+    for head in reg.module_.heads:               # as a head of an earlier version unpickles
+        del head.noise_map, head.noise_map_active
+    np.testing.assert_array_equal(reg.predict(X, return_std=True)[1], expected[1])
+
+
+def test_loading_parameters_saved_with_another_heteroscedastic_names_it(tmp_path):
+    X, y, _ = _noisy(300)
+    kw = dict(random_state=0, max_epochs=2, n_particles=2)
+    MTSGDRegressor(heteroscedastic=False, **kw).fit(X, y).save_params(
+        f_params=tmp_path / "p.pt")
+    reg = MTSGDRegressor(**kw).fit(X, y)
+    before = reg.predict(X)
+    with pytest.raises(ValueError, match="differ in heteroscedastic"):
+        reg.load_params(f_params=tmp_path / "p.pt")
+    np.testing.assert_array_equal(reg.predict(X), before)

@@ -65,6 +65,9 @@ NOISE_FIT_MAX_ROWS = 10000
 #: the lowest recalibrated validation NLL is kept if it beats the constant noise
 #: (``_noise_map_wins``)
 NOISE_PENALTIES = (1e-4, 1e-3, 1e-2)
+#: ... and only on networks with at most this many last features: the solver's cost grows
+#: with their cube (2,048 features: 131 s on 2,000 rows, against 1.2 s for the fit)
+NOISE_MAP_MAX_FEATURES = 256
 _MEAN_FUNCTIONS = ("auto", "kernel", "linear")
 
 
@@ -352,9 +355,7 @@ class MTSGDRegressor(RegressorMixin, MTSGDNetBase):
         mean = self.module_.output_map
         if isinstance(mean, KernelMean):
             self.networks_used_ = mean.gate.cpu().numpy() > 0
-        heads = self._noise_heads()
-        self.heteroscedastic_ = (np.array([h.noise_map_active for h in heads]) if heads
-                                 else np.full(self.n_outputs_, self.heteroscedastic is True))
+        self.heteroscedastic_ = self._noise_by_input()
 
     def _check_params(self):
         super()._check_params()
@@ -470,6 +471,14 @@ class MTSGDRegressor(RegressorMixin, MTSGDNetBase):
                 f"cannot continue the particles: they were fitted with mean_function="
                 f"{fitted} and this estimator now has mean_function="
                 f"{self.mean_function!r}; set it back, or "
+                + ("fit anew" if partial else "set warm_start=False")
+                + " to start new particles")
+        built = self._heads_mode()
+        if built is not None and built != _head_mode(self.heteroscedastic):
+            raise ValueError(
+                f"cannot continue the particles: their heads were built for heteroscedastic="
+                f"{built!r} and this estimator now has heteroscedastic="
+                f"{self.heteroscedastic!r}; set it back, or "
                 + ("fit anew" if partial else "set warm_start=False")
                 + " to start new particles")
         # the standardisation of the first fit stays: the heads were trained in its units
@@ -643,6 +652,20 @@ class MTSGDRegressor(RegressorMixin, MTSGDNetBase):
                      scale_floor=RESIDUAL_SCALE_FLOOR)
         mean.set_gate(self.networks_used_.astype(float))
 
+    def _heads_mode(self):
+        """What the module's Gaussian heads were built for (True, False or 'auto'), or None
+        without them."""
+        heads = list(getattr(getattr(self, "module_", None), "heads", []))
+        if not heads or not all(isinstance(h, StackedGaussianHead) for h in heads):
+            return None
+        return _head_mode(heads[0])
+
+    def _noise_by_input(self):
+        """Per output, whether the fitted heads' noise depends on the input
+        (``heteroscedastic_``)."""
+        return np.array([bool(h.heteroscedastic or h.noise_map_active)
+                         for h in self.module_.heads])
+
     def _noise_heads(self):
         """The heads that carry a noise map (heteroscedastic='auto'), one per output, or []."""
         module = getattr(self, "module_", None)
@@ -655,7 +678,7 @@ class MTSGDRegressor(RegressorMixin, MTSGDNetBase):
         for head in self._noise_heads():
             head.set_noise_map()
         if hasattr(self, "heteroscedastic_"):
-            self.heteroscedastic_ = np.full(self.n_outputs_, self.heteroscedastic is True)
+            self.heteroscedastic_ = self._noise_by_input()
 
     def _features_and_outputs(self, X):
         """The networks' last features (M, n, F) and per-task outputs (T tensors (n, M, C))
@@ -680,15 +703,16 @@ class MTSGDRegressor(RegressorMixin, MTSGDNetBase):
         (:func:`_noise_map_wins`, on at most as many validation rows; ``heteroscedastic_``).
         Needs ``NOISE_MIN_VALID_ROWS`` validation rows."""
         T = self.n_outputs_
-        self.heteroscedastic_ = np.full(T, self.heteroscedastic is True)
         heads = self._noise_heads()
-        if (not heads or valid is None or train is None or len(valid) < NOISE_MIN_VALID_ROWS
+        self.heteroscedastic_ = self._noise_by_input()
+        width = int(heads[0].noise_weight.shape[1]) if heads else 0
+        if (not heads or width > NOISE_MAP_MAX_FEATURES or valid is None or train is None or len(valid) < NOISE_MIN_VALID_ROWS
                 or not all(hasattr(part, "indices") for part in (train, valid))):
             return
         rng = np.random.RandomState(self.seed_)
         fit_rows, valid_rows = (
             (take_rows(X, rows), targets[rows], weight[rows])
-            for rows in (_at_most(np.asarray(part.indices, dtype=np.int64), rng)
+            for rows in (_at_most(np.asarray(part.indices, dtype=np.int64), rng, width)
                          for part in (train, valid)))
         (h_fit, out_fit), (h_val, out_val) = (self._features_and_outputs(part[0])
                                               for part in (fit_rows, valid_rows))
@@ -716,16 +740,17 @@ class MTSGDRegressor(RegressorMixin, MTSGDNetBase):
                     w_map, b_map = fit_feature_noise(
                         h_f, (y_f - mu_f) ** 2, raw0, coef, rest_f, weight=w_f,
                         penalty=penalty, min_std=head.min_std, init=(w_map, b_map))
-                raw = raw0[:, None] + b_map[:, None] + torch.bmm(
-                    h_v, w_map.float()[:, :, None])[..., 0].double()
+                # the map's range on the rows it was fitted on bounds it elsewhere
+                low, high = _aminmax(_linear_map(h_f, w_map, b_map))
+                raw = raw0[:, None] + _linear_map(h_v, w_map, b_map).clamp(low, high)
                 sd = torch.nn.functional.softplus(raw) + head.min_std
                 losses.append(_recalibrated_nll(mu_v, coef * sd ** 2 + rest_v, y_v.numpy(),
-                                                w_v.numpy()))
-                maps.append((w_map, b_map))
+                                                w_v.numpy(), self.calibration is not None))
+                maps.append((w_map, b_map, low, high))
             w = (w_v / w_v.mean()).numpy()
             best = 1 + int(np.argmin([np.mean(w * loss) for loss in losses[1:]]))
             if _noise_map_wins(losses[best] - losses[0], w):
-                head.set_noise_map(*(m.float() for m in maps[best]))
+                head.set_noise_map(*maps[best])
                 self.heteroscedastic_[t] = True
 
     @staticmethod
@@ -983,11 +1008,18 @@ class MTSGDRegressor(RegressorMixin, MTSGDNetBase):
         return float(np.mean(scores))
 
 
-def _at_most(rows, rng):
-    """``rows``, or a sorted draw of ``NOISE_FIT_MAX_ROWS`` of them when there are more."""
-    if len(rows) <= NOISE_FIT_MAX_ROWS:
-        return rows
-    return np.sort(rng.choice(rows, NOISE_FIT_MAX_ROWS, replace=False))
+def _at_most(rows, rng, width):
+    """``rows``, or a sorted draw of ``NOISE_FIT_MAX_ROWS`` of them when there are more (fewer
+    for networks wider than 64 features, so that the features held stay the same size)."""
+    most = NOISE_FIT_MAX_ROWS * 64 // max(width, 64)
+    return rows if len(rows) <= most else np.sort(rng.choice(rows, most, replace=False))
+
+
+def _head_mode(value):
+    """True, False or 'auto' from a ``heteroscedastic`` value or a built head."""
+    if isinstance(value, StackedGaussianHead):
+        return "auto" if value.noise_map else bool(value.heteroscedastic)
+    return value if isinstance(value, str) else bool(value)
 
 
 def _noise_map_wins(diff, weight):
@@ -1003,14 +1035,25 @@ def _noise_map_wins(diff, weight):
     return bool(clipped.mean() + GATE_MARGIN * se < 0)
 
 
-def _recalibrated_nll(means, variances, y, weight):
+def _linear_map(h, weight, bias):
+    """(M, n) ``h @ weight + bias`` per member, in float64 (h (M, n, F) float32)."""
+    return torch.bmm(h, weight.float()[:, :, None])[..., 0].double() + bias.double()[:, None]
+
+
+def _aminmax(values):
+    """Per member (M, 1) minimum and maximum of (M, n) values."""
+    return values.min(1, keepdim=True).values, values.max(1, keepdim=True).values
+
+
+def _recalibrated_nll(means, variances, y, weight, recalibrate=True):
     """(n,) Gaussian NLL of the particles' pooled prediction (means, variances (M, n)) after
-    the validation rows' variance factor (as ``calibration='variance'`` fits it)."""
+    the validation rows' variance factor (as ``calibration='variance'`` fits it; none with
+    ``recalibrate=False``)."""
     mean = means.mean(0).numpy()
     var = (variances.mean(0) + means.var(0, unbiased=False)).numpy()
-    scale = fit_variance_scale(y, mean, np.sqrt(var), narrowing_margin=NARROWING_MARGIN,
-                               sample_weight=weight)
-    var = scale * var
+    if recalibrate:
+        var = var * fit_variance_scale(y, mean, np.sqrt(var),
+                                       narrowing_margin=NARROWING_MARGIN, sample_weight=weight)
     return 0.5 * (np.log(2 * np.pi * var) + (y - mean) ** 2 / var)
 
 

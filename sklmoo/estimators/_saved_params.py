@@ -147,6 +147,14 @@ def check_state_dict(module, state_dict, source):
         raise ValueError(
             f"{source} and this estimator differ in mean_function (module_.output_map): fit this estimator with the "
             "mean_function of the one that saved them, then load; the estimator is unchanged")
+    noise = (".noise_", ".scale.", ".raw_scale")
+    if (unknown or missing) and all(k.startswith("heads.") and any(n in k for n in noise)
+                                    for k in unknown + missing):
+        raise ValueError(
+            f"{source} and this estimator differ in heteroscedastic (the heads' noise "
+            f"parameters: {_some(unknown + missing)}): fit this estimator with the "
+            "heteroscedastic of the one that saved them (False before sklmoo's default became "
+            "'auto'), then load; the estimator is unchanged")
     if unknown or missing:
         raise ValueError(
             f"{source} does not hold this estimator's parameters: "

@@ -200,9 +200,11 @@ class StackedGaussianHead(nn.Module):
     :math:`\sigma = 1` (the scale of standardised targets) for the noise.
 
     With ``noise_map=True`` (homoscedastic heads only) a fixed linear map of the features is
-    added to ``s``: :math:`s = s_0 + u^\top h + e`, with :math:`u, e` buffers (never trained,
-    zero until :meth:`set_noise_map`, so that the head computes as without them): the noise
-    scale that :func:`fit_feature_noise` fits once the networks are trained.
+    added to ``s``: :math:`s = s_0 + \mathrm{clip}(u^\top h + e, l, r)`, with :math:`u, e`
+    and the bounds :math:`l, r` buffers (never trained; zero until :meth:`set_noise_map`, so
+    that the head computes as without them): the noise scale that :func:`fit_feature_noise`
+    fits once the networks are trained, bounded by its range on the rows it was fitted on
+    (far from them a linear map of ReLU features would shrink or grow without limit).
 
     Parameters
     ----------
@@ -223,6 +225,9 @@ class StackedGaussianHead(nn.Module):
 
     #: softplus(_UNIT) == 1: the noise scale starts at the standardised targets' scale
     _UNIT = math.log(math.e - 1.0)
+    #: class defaults: heads pickled before the noise map have neither attribute
+    noise_map = False
+    noise_map_active = False
 
     def __init__(self, n_members, in_features, heteroscedastic=False, min_std=1e-3,
                  noise_map=False):
@@ -247,22 +252,30 @@ class StackedGaussianHead(nn.Module):
         if self.noise_map:
             self.register_buffer("noise_weight", torch.zeros(n_members, in_features, 1))
             self.register_buffer("noise_bias", torch.zeros(n_members, 1, 1))
+            self.register_buffer("noise_low", torch.zeros(n_members, 1, 1))
+            self.register_buffer("noise_high", torch.zeros(n_members, 1, 1))
             self.register_load_state_dict_post_hook(_sync_noise_map)
 
     def member_parameters(self):
         tail = (self.scale.member_parameters() if self.heteroscedastic else [self.raw_scale])
         return self.mean.member_parameters() + tail
 
-    def set_noise_map(self, weight=None, bias=None):
-        """Set the noise map's (M, in_features) weights and (M,) biases (None: zeros, the
-        constant noise)."""
+    def set_noise_map(self, weight=None, bias=None, low=None, high=None):
+        """Set the noise map's (M, in_features) weights, (M,) biases and (M,) bounds (None:
+        zeros, the constant noise; bounds None: unbounded)."""
         if not self.noise_map:
             raise ValueError("this head was built with noise_map=False")
+        inf = torch.tensor(float("inf"))
+        low = -inf if low is None and weight is not None else low
+        high = inf if high is None and weight is not None else high
         with torch.no_grad():
-            for buf, value in ((self.noise_weight, weight), (self.noise_bias, bias)):
+            for buf, value in ((self.noise_weight, weight), (self.noise_bias, bias),
+                               (self.noise_low, low), (self.noise_high, high)):
                 buf.zero_()
                 if value is not None:
-                    buf.copy_(torch.as_tensor(value).reshape(buf.shape))
+                    value = torch.as_tensor(value).to(buf.dtype)
+                    value = value.expand(buf.numel()) if value.numel() == 1 else value
+                    buf.copy_(value.reshape(buf.shape))
         _sync_noise_map(self)
 
     def _raw_scale(self, h):
@@ -271,7 +284,9 @@ class StackedGaussianHead(nn.Module):
             return self.scale(h)
         raw = self.raw_scale[:, None, :]
         if self.noise_map_active:
-            raw = torch.baddbmm(raw + self.noise_bias, h, self.noise_weight.to(h.dtype))
+            shift = torch.baddbmm(self.noise_bias.to(h.dtype), h, self.noise_weight.to(h.dtype))
+            raw = raw + torch.maximum(torch.minimum(shift, self.noise_high.to(h.dtype)),
+                                      self.noise_low.to(h.dtype))
         return raw
 
     def forward(self, h):
