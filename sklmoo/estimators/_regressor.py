@@ -668,11 +668,7 @@ class MTSGDRegressor(RegressorMixin, MTSGDNetBase):
 
     def _noise_heads(self):
         """The heads that carry a noise map (heteroscedastic='auto'), one per output, or []."""
-        module = getattr(self, "module_", None)
-        heads = list(getattr(module, "heads", [])) if module is not None else []
-        if not heads or not all(getattr(h, "noise_map", False) for h in heads):
-            return []
-        return heads
+        return list(self.module_.heads) if self._heads_mode() == "auto" else []
 
     def _reset_noise_maps(self):
         for head in self._noise_heads():
@@ -706,7 +702,8 @@ class MTSGDRegressor(RegressorMixin, MTSGDNetBase):
         heads = self._noise_heads()
         self.heteroscedastic_ = self._noise_by_input()
         width = int(heads[0].noise_weight.shape[1]) if heads else 0
-        if (not heads or width > NOISE_MAP_MAX_FEATURES or valid is None or train is None or len(valid) < NOISE_MIN_VALID_ROWS
+        if (not heads or width > NOISE_MAP_MAX_FEATURES or valid is None or train is None
+                or len(valid) < NOISE_MIN_VALID_ROWS
                 or not all(hasattr(part, "indices") for part in (train, valid))):
             return
         rng = np.random.RandomState(self.seed_)
