@@ -392,3 +392,25 @@ def test_l2e_average_no_step_moved_is_never_swapped_in(tmp_path):
 
     for got, want in zip(resumed(0.99), resumed(None)):
         np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("make, target", [(MTSGDMultiTaskClassifier, 1), (MTSGDRegressor, 2)])
+def test_a_given_training_batch_trains_as_given_on_a_large_table(make, target):
+    # iterator_train__batch_size is the user's training batch: no rate scaled for the 'auto'
+    # batch it does not use, no large-table budget or average; 'auto' still sizes the
+    # validation and prediction batches
+    data = _large()
+    X, y = data[0], data[target]
+    given = make(n_particles=2, max_epochs="auto", random_state=0,
+                 iterator_train__batch_size=32)
+    est = clone(given).set_params(max_epochs=1).fit(X, y)
+    n_train = est.n_train_
+    assert est.history[-1, "train_batch_count"] == math.ceil(n_train / 32)
+    assert est.batch_size_ == 512
+    noise = [NOISE_LR_FACTOR] if make is MTSGDRegressor else []
+    base = 1e-3 if make is MTSGDMultiTaskClassifier else 1e-2
+    np.testing.assert_allclose(_rates(est), [base] + [base * f for f in noise])
+    assert not est._averages_weights()
+    # the 'auto' budget of a 32-row batch: about 1,000 steps, at least 10 epochs (not 150)
+    est.set_params(max_epochs="auto")
+    assert est._resolve_epochs(n_train, early_stopping=True) < 100

@@ -743,9 +743,10 @@ class SklmooNetMixin:
         # batches this fit chooses itself: 'auto', and no ``iterator_train__batch_size``
         self._auto_batches = (isinstance(self.batch_size, str)
                               and "batch_size" not in self.get_params_for("iterator_train"))
-        # a large table in 'auto' batches (its epochs are hundreds of steps)
-        self._large_table = (isinstance(self.batch_size, str)
-                             and n_train > self._auto_batch_large)
+        # a large table in 'auto' batches (its epochs are hundreds of steps); a training batch
+        # given by ``iterator_train__batch_size`` is the user's, trained as a given
+        # ``batch_size`` is: no large-table budget, no rate scaled for a batch it is not
+        self._large_table = self._auto_batches and n_train > self._auto_batch_large
         if not isinstance(self.batch_size, str):
             self.batch_size_ = self.batch_size
             return 1.0
@@ -753,8 +754,10 @@ class SklmooNetMixin:
         if n_train > self._auto_batch_large:
             batch = int(np.clip(2 ** round(math.log2(n_train / self._auto_batch_share)),
                                 self._auto_batch, self._auto_batch_max))
+        # batch_size resolved: the validation and prediction batches follow it
         self.batch_size_ = batch
-        return math.sqrt(batch / self._auto_batch) if self._scale_lr_with_batch else 1.0
+        scaled = self._scale_lr_with_batch and self._auto_batches
+        return math.sqrt(batch / self._auto_batch) if scaled else 1.0
 
     _fit_split = None
 
