@@ -344,15 +344,25 @@ class MTSGDNetBase(SklmooNetMixin, NeuralNet):
         batches on a large table (``_resolve_batch``)."""
         return getattr(self, "_large_table", False)
 
-    def _valid_outputs(self, X):
-        """Per-task particle outputs (n, M, ...) on the validation rows, for calibration."""
+    def _valid_outputs(self, X, features=False):
+        """Per-task particle outputs (n, M, ...) on the rows ``X`` (validation rows, for
+        calibration), on the CPU; with ``features``, ``(features, outputs)``: also the
+        networks' last features (M, n, F), float32."""
         self._set_training(False)
-        outs = []
+        feats, outs = None, []
         with torch.no_grad():
             for start in range(0, len(X), 1024):
                 xb = to_tensor(X[start:start + 1024], device=self.device)
-                outs.append(tuple(o.detach().cpu() for o in self.infer(xb)))
-        return [torch.cat(col) for col in zip(*outs)]
+                if not features:
+                    outs.append(tuple(o.detach().cpu() for o in self.infer(xb)))
+                    continue
+                h, out = self.module_.forward_with_features(xb)
+                if feats is None:        # filled in place: no second copy of the features
+                    feats = torch.empty(h.shape[0], len(X), h.shape[2], dtype=torch.float32)
+                feats[:, start:start + h.shape[1]] = h.detach().cpu()
+                outs.append(tuple(o.detach().cpu() for o in out))
+        outs = [torch.cat(col) for col in zip(*outs)]
+        return (feats, outs) if features else outs
 
     def get_default_callbacks(self):
         """skorch's, plus ``early_stopping``: a

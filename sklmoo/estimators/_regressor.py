@@ -676,21 +676,6 @@ class MTSGDRegressor(RegressorMixin, MTSGDNetBase):
         if hasattr(self, "heteroscedastic_"):
             self.heteroscedastic_ = self._noise_by_input()
 
-    def _features_and_outputs(self, X):
-        """The networks' last features (M, n, F) and per-task outputs (T tensors (n, M, C))
-        on the rows ``X``, on the CPU."""
-        self._set_training(False)
-        feats, outs = None, []
-        with torch.no_grad():
-            for start in range(0, len(X), 1024):
-                xb = to_tensor(X[start:start + 1024], device=self.device)
-                h, out = self.module_.forward_with_features(xb)
-                if feats is None:        # filled in place: no second copy of the features
-                    feats = torch.empty(h.shape[0], len(X), h.shape[2], dtype=torch.float32)
-                feats[:, start:start + h.shape[1]] = h.detach().cpu()
-                outs.append(tuple(o.detach().cpu() for o in out))
-        return feats, [torch.cat(col) for col in zip(*outs)]
-
     def _fit_noise_maps(self, X, targets, weight, train, valid):
         """heteroscedastic='auto': per output, a noise scale linear in the networks' last
         features (:func:`~sklmoo.nn.fit_feature_noise`, the networks fixed) fitted on up to
@@ -711,7 +696,7 @@ class MTSGDRegressor(RegressorMixin, MTSGDNetBase):
             (take_rows(X, rows), targets[rows], weight[rows])
             for rows in (_at_most(np.asarray(part.indices, dtype=np.int64), rng, width)
                          for part in (train, valid)))
-        (h_fit, out_fit), (h_val, out_val) = (self._features_and_outputs(part[0])
+        (h_fit, out_fit), (h_val, out_val) = (self._valid_outputs(part[0], features=True)
                                               for part in (fit_rows, valid_rows))
         mean_map = self.module_.output_map
         for t, head in enumerate(heads):
@@ -774,9 +759,7 @@ class MTSGDRegressor(RegressorMixin, MTSGDNetBase):
     def _pooled_nll(outputs, target):
         """(b,) Gaussian negative log-likelihood of the particles' pooled prediction (mean and
         total variance, as ``predict(X, return_std=True)``), in standardised units."""
-        means, stds = outputs[..., 0].double(), outputs[..., 1].double()
-        mean = means.mean(dim=1)
-        var = (stds ** 2).mean(dim=1) + means.var(dim=1, unbiased=False)
+        mean, var = _pooled_moments(outputs[..., 0].double().T, outputs[..., 1].double().T ** 2)
         return 0.5 * (torch.log(2 * np.pi * var) + (target.double() - mean) ** 2 / var)
 
     def _fit_calibration(self, X_valid, targets_valid, weight=None):
@@ -1042,12 +1025,17 @@ def _aminmax(values):
     return values.min(1, keepdim=True).values, values.max(1, keepdim=True).values
 
 
+def _pooled_moments(means, variances):
+    """The particles' pooled mean and total variance (n,) from their means and variances
+    (M, n): the mean of the variances plus the variance of the means."""
+    return means.mean(0), variances.mean(0) + means.var(0, unbiased=False)
+
+
 def _recalibrated_nll(means, variances, y, weight, recalibrate=True):
     """(n,) Gaussian NLL of the particles' pooled prediction (means, variances (M, n)) after
     the validation rows' variance factor (as ``calibration='variance'`` fits it; none with
     ``recalibrate=False``)."""
-    mean = means.mean(0).numpy()
-    var = (variances.mean(0) + means.var(0, unbiased=False)).numpy()
+    mean, var = (v.numpy() for v in _pooled_moments(means, variances))
     if recalibrate:
         var = var * fit_variance_scale(y, mean, np.sqrt(var),
                                        narrowing_margin=NARROWING_MARGIN, sample_weight=weight)
