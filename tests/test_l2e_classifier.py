@@ -134,6 +134,12 @@ def test_auto_burn_in_is_adam_above_1024_rows_then_at_most_5_sampling_epochs():
     assert clf.burn_in_method_ == "adam"
     assert min(clf._collect_at) >= 25 * per_epoch and max(clf._collect_at) == 30 * per_epoch - 1
     assert clf.n_draws_ == 5
+    # more draws than the 60 steps of 5 epochs: the sampling epochs hold one step per draw
+    # (100 steps: 9 epochs), every draw collected, no warning
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        many = _small(max_epochs=30, n_draws=100, batch_size=128, train_split=None).fit(X, y)
+    assert many.n_draws_ == 100 and min(many._collect_at) >= 21 * per_epoch
     # a continued fit on fewer rows does not burn in: the chains' burn-in stays Adam's
     clf.set_params(warm_start=True, max_epochs=4).fit(X[:300], y[:300])
     assert clf.burn_in_method_ == "adam" and clf.n_draws_ == 10

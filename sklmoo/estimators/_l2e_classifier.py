@@ -99,8 +99,8 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
     burn_in : int, default=None
         Epochs discarded before collecting. None: half of ``max_epochs`` for 'l2e' and 'sghmc',
         none for 'csgmcmc' (its exploration phases play that role); with the Adam burn-in, all
-        but the last epochs holding about min(500, max(50, five epochs)) sampler steps (at
-        least one epoch; at least half of the epochs burn in), or with
+        but the last epochs holding about min(500, max(50, five epochs)) sampler steps, at
+        least ``n_draws`` (at least one epoch; at least half of the epochs burn in), or with
         ``max_epochs='auto'`` and a validation split until the validation loss stops
         improving. A continued fit (``warm_start``, ``partial_fit``) does not burn in again.
     burn_in_method : {'auto', 'sampler', 'adam'}, default='auto'
@@ -625,10 +625,11 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
         if self.burn_in_method_ == "adam":
             # the chains start sampling near a mode: about _auto_steps sampler steps, but at
             # most _adam_sampling_epochs epochs unless that is fewer than
-            # _adam_min_sampling_steps steps (at least one epoch); at least half of the
-            # epochs burn in
-            target = min(self._auto_steps, max(self._adam_min_sampling_steps,
-                                               self._adam_sampling_epochs * steps_per_epoch))
+            # _adam_min_sampling_steps steps, and at least a step per draw asked for (at
+            # least one epoch); at least half of the epochs burn in
+            target = max(self.n_draws,
+                         min(self._auto_steps, max(self._adam_min_sampling_steps,
+                                                   self._adam_sampling_epochs * steps_per_epoch)))
             sampling = max(1, math.ceil(target / steps_per_epoch))
             return max(epochs // 2, epochs - sampling)
         return epochs // 2
