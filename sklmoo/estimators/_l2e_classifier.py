@@ -99,8 +99,8 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
     burn_in : int, default=None
         Epochs discarded before collecting. None: half of ``max_epochs`` for 'l2e' and 'sghmc',
         none for 'csgmcmc' (its exploration phases play that role); with the Adam burn-in, all
-        but the last epochs holding about min(500, max(50, five epochs)) sampler steps, at
-        least ``n_draws`` (at least one epoch; at least half of the epochs burn in), or with
+        but the last epochs holding about max(``n_draws``, min(500, max(50, five epochs)))
+        sampler steps (at least one epoch; at least half the epochs burn in), or with
         ``max_epochs='auto'`` and a validation split until the validation loss stops
         improving. A continued fit (``warm_start``, ``partial_fit``) does not burn in again.
     burn_in_method : {'auto', 'sampler', 'adam'}, default='auto'
