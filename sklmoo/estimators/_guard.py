@@ -801,6 +801,10 @@ class SklmooNetMixin:
         dataset = dataset.with_weight(weight.astype(np.float32).reshape(np.shape(targets)))
         train, valid = self._split_dataset(dataset, targets, weight=weight.mean(axis=1),
                                            **fit_params)
+        source = None if valid is None else row_source(valid)
+        if valid is not None and (source is None or source[0] is not dataset):
+            # rows other than the fit's: skorch's predefined_split(Dataset(X_valid, y_valid))
+            return train, self._validation_dataset(valid)
         parts = [row_source(p) for p in (train, valid) if p is not None]
         if valid is None or any(p is None or p[1] is None for p in parts):
             return train, valid
@@ -809,11 +813,44 @@ class SklmooNetMixin:
         base = dataset.with_weight(weight.astype(np.float32).reshape(np.shape(targets)))
         return tuple(Subset(base, part.indices) for part in (train, valid))
 
+    def _validation_dataset(self, valid):
+        """A validation set of other rows than the fit's (skorch's ``predefined_split``,
+        a ``Subset`` of another dataset), read once: its inputs checked as ``predict``
+        checks them, its targets encoded as the fit's (:meth:`_validation_targets`), every
+        row weighing 1. A :class:`RowData` that also holds them (``validation_rows``, read by
+        :meth:`_subset_rows`)."""
+        from skorch.dataset import Dataset as SkorchDataset
+
+        if isinstance(valid, SkorchDataset) and valid.y is not None:
+            X_valid, y_valid = valid.X, valid.y
+        else:
+            X_valid = as_dataset_rows(valid)
+            y_valid = X_valid.targets()
+        X_valid = self._validate_X(X_valid, reset=False)
+        try:
+            targets = self._validation_targets(y_valid, len(X_valid))
+        except ValueError as exc:
+            raise ValueError(f"the validation set that train_split returned: {exc}") from exc
+        weight = np.ones(np.shape(targets), dtype=np.float32)
+        rows = RowData(X_valid, targets, weight)
+        rows.validation_rows = (X_valid, targets, weight)
+        return rows
+
+    def _validation_targets(self, y, n_samples):
+        """``y`` of a validation set of other rows, encoded as the fit's targets."""
+        raise NotImplementedError
+
     @staticmethod
     def _subset_rows(subset, *arrays):
-        """The rows of ``arrays`` that a validation subset holds (None without one)."""
+        """The rows of ``arrays`` that a validation subset holds (None without one); for a
+        validation set of other rows (:meth:`_validation_dataset`), its own, shaped as
+        ``arrays``."""
         if subset is None:
             return None
+        own = getattr(subset, "validation_rows", None)
+        if own is not None:
+            return tuple(mine if i == 0 else np.reshape(mine, (len(mine),) + np.shape(a)[1:])
+                         for i, (mine, a) in enumerate(zip(own, arrays)))
         indices = getattr(subset, "indices", None)
         if indices is None or getattr(subset, "dataset", None) is None:
             raise TypeError("train_split must return index subsets of the dataset (as skorch's "

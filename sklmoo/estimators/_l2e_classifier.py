@@ -345,6 +345,9 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
             return _load_meta_sampler(self.meta_sampler)
         return None
 
+    def _validation_targets(self, y, n_samples):
+        return self._encode_y(y, n_samples, classes=self.classes_)[0]
+
     def _encode_y(self, y, n_samples, classes=None):
         """Integer codes of ``y`` and the label set: that of ``y``, or ``classes`` (every
         label of ``y`` must be among them; a mini-batch may lack some)."""

@@ -154,6 +154,9 @@ class MTSGDNetBase(SklmooNetMixin, NeuralNet):
             return None
         return [group.get("lr", kwargs.get("lr", self.lr)) for group in built]
 
+    def _validation_targets(self, y, n_samples):
+        return self._continuation_targets(y, n_samples, partial=True)
+
     def _continue(self, X, y, partial):
         self._check_params()
         if self.module_.n_particles != self.n_particles:

@@ -13,7 +13,7 @@ from ..nn import KernelMean, LinearMean, StackedGaussianHead, fit_feature_noise
 from ..nn._evidence import fit_evidence_ridge
 from ..nn._kernel_mean import fit_kernel_mean, refit_kernel_mean
 from ._mtsgd_base import MTSGDNetBase
-from ._rows import take_rows
+from ._rows import RowData, take_rows
 from ._targets import regression_targets
 from ._validation import ValidationSplit
 
@@ -536,8 +536,11 @@ class MTSGDRegressor(RegressorMixin, MTSGDNetBase):
         if not self._new_mean_function:
             return
         if isinstance(mean, KernelMean):
-            rows = (np.arange(len(X)) if valid is None
-                    else np.asarray(train.indices, dtype=np.int64))
+            # the training rows: all of X unless the split held some out (a validation set
+            # of other rows holds none of X's)
+            held_out = valid is not None and hasattr(train, "indices")
+            rows = (np.asarray(train.indices, dtype=np.int64) if held_out
+                    else np.arange(len(X)))
             self._first_kernel_fits = self._kernel_fits(X, targets, row_weight, rows)
             mean.set(self._first_kernel_fits, scale_floor=RESIDUAL_SCALE_FLOOR)
             return
@@ -688,14 +691,28 @@ class MTSGDRegressor(RegressorMixin, MTSGDNetBase):
         self.heteroscedastic_ = self._noise_by_input()
         width = int(heads[0].noise_weight.shape[1]) if heads else 0
         if (not heads or width > NOISE_MAP_MAX_FEATURES or valid is None or train is None
-                or len(valid) < NOISE_MIN_VALID_ROWS
-                or not all(hasattr(part, "indices") for part in (train, valid))):
+                or len(valid) < NOISE_MIN_VALID_ROWS):
+            return
+        # the training rows: an index subset of X's, or all of them beside a validation set
+        # of other rows (skorch's predefined_split)
+        own = getattr(valid, "validation_rows", None)
+        if hasattr(train, "indices"):
+            fit_index = np.asarray(train.indices, dtype=np.int64)
+        elif own is not None and isinstance(train, RowData) and len(train) == len(X):
+            fit_index = np.arange(len(X))
+        else:
+            return
+        if own is None and not hasattr(valid, "indices"):
             return
         rng = np.random.RandomState(self.seed_)
-        fit_rows, valid_rows = (
-            (take_rows(X, rows), targets[rows], weight[rows])
-            for rows in (_at_most(np.asarray(part.indices, dtype=np.int64), rng, width)
-                         for part in (train, valid)))
+        rows = _at_most(fit_index, rng, width)
+        fit_rows = (take_rows(X, rows), targets[rows], weight[rows])
+        if own is None:
+            rows = _at_most(np.asarray(valid.indices, dtype=np.int64), rng, width)
+            valid_rows = (take_rows(X, rows), targets[rows], weight[rows])
+        else:
+            rows = _at_most(np.arange(len(own[0])), rng, width)
+            valid_rows = (take_rows(own[0], rows), own[1][rows], own[2][rows])
         (h_fit, out_fit), (h_val, out_val) = (self._valid_outputs(part[0], features=True)
                                               for part in (fit_rows, valid_rows))
         mean_map = self.module_.output_map

@@ -1,0 +1,102 @@
+"""A validation set of other rows than the fit's (skorch's ``predefined_split``, a Subset of
+another dataset): early stopping, calibration and the regressor's noise map read those rows,
+their targets encoded as the fit's."""
+
+import numpy as np
+import pytest
+from skorch.dataset import Dataset
+from skorch.helper import predefined_split
+from torch.utils.data import Subset
+
+from sklmoo import L2ESamplerClassifier, MTSGDMultiTaskClassifier, MTSGDRegressor
+
+
+def _data(n=300, n_valid=120, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n + n_valid, 4)).astype(np.float32)
+    labels = np.array(["low", "high"])[(X[:, 0] + 0.5 * rng.normal(size=len(X)) > 0).astype(int)]
+    value = X[:, 1] + (0.2 + 0.5 * np.abs(X[:, 2])) * rng.normal(size=len(X))
+    return X, labels, value, n
+
+
+def _first_rows_validate(n):
+    """The index-subset equivalent: the rows after the first n of the data passed to fit."""
+    def split(dataset, y=None, **kwargs):
+        return Subset(dataset, np.arange(n)), Subset(dataset, np.arange(n, len(dataset)))
+    return split
+
+
+@pytest.mark.parametrize("make, kwargs, target", [
+    (MTSGDMultiTaskClassifier, dict(n_particles=2), 1),
+    (L2ESamplerClassifier, dict(n_chains=2, n_draws=3), 1),
+    # without a standardisation or a linear mean fitted on every row passed to fit (the
+    # validation rows too when they are among them), the two fits see the same numbers
+    (MTSGDRegressor, dict(n_particles=2, normalize_y=False, mean_function=None), 2),
+])
+def test_predefined_split_fits_as_the_same_rows_held_out_by_index(make, kwargs, target):
+    data = _data()
+    X, y, n = data[0], data[target], data[3]
+    given = make(max_epochs=4, random_state=0, train_split=predefined_split(
+        Dataset(X[n:], y[n:])), **kwargs).fit(X[:n], y[:n])
+    indexed = make(max_epochs=4, random_state=0, train_split=_first_rows_validate(n),
+                   **kwargs).fit(X, y)
+    assert given.n_train_ == n and given.n_valid_ == len(X) - n
+    np.testing.assert_allclose(given.history[:, "valid_loss"],
+                               indexed.history[:, "valid_loss"], rtol=1e-6)
+    if make is MTSGDRegressor:
+        for a, b in zip(given.predict(X, return_std=True), indexed.predict(X, return_std=True)):
+            np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+    else:
+        # calibrated on the given rows: the same temperature
+        np.testing.assert_allclose(given.predict_proba(X), indexed.predict_proba(X),
+                                   rtol=1e-5, atol=1e-7)
+        assert given.temperature_ == pytest.approx(indexed.temperature_)
+
+
+def test_the_regressors_noise_map_is_judged_on_a_predefined_validation_set():
+    # 400 given validation rows (the map needs 300): kept as with the same rows by index
+    X, _, y, _ = _data(n=1200, n_valid=400, seed=1)
+    kw = dict(n_particles=2, normalize_y=False, mean_function=None, max_epochs=30,
+              random_state=0)
+    given = MTSGDRegressor(train_split=predefined_split(Dataset(X[1200:], y[1200:])),
+                           **kw).fit(X[:1200], y[:1200])
+    indexed = MTSGDRegressor(train_split=_first_rows_validate(1200), **kw).fit(X, y)
+    assert given.heteroscedastic_.tolist() == indexed.heteroscedastic_.tolist() == [True]
+    np.testing.assert_allclose(given.predict(X, return_std=True)[1],
+                               indexed.predict(X, return_std=True)[1], rtol=1e-5)
+
+
+def test_a_subset_of_another_dataset_is_its_own_rows():
+    # not rows of X: the validation rows are the subset's, read from its dataset
+    X, y, _, n = _data()
+    other = Dataset(X[n:], y[n:])
+    pick = np.arange(0, len(X) - n, 2)
+    from_subset = MTSGDMultiTaskClassifier(
+        n_particles=2, max_epochs=3, random_state=0,
+        train_split=lambda ds, yy=None, **kw: (ds, Subset(other, pick))).fit(X[:n], y[:n])
+    direct = MTSGDMultiTaskClassifier(
+        n_particles=2, max_epochs=3, random_state=0,
+        train_split=predefined_split(Dataset(X[n:][pick], y[n:][pick]))).fit(X[:n], y[:n])
+    assert from_subset.n_valid_ == len(pick)
+    np.testing.assert_allclose(from_subset.history[:, "valid_loss"],
+                               direct.history[:, "valid_loss"], rtol=1e-6)
+
+
+@pytest.mark.parametrize("make", [MTSGDMultiTaskClassifier, L2ESamplerClassifier])
+def test_a_validation_label_the_fit_never_saw_is_named(make):
+    X, y, _, n = _data()
+    y_valid = y[n:].astype(object)
+    y_valid[0] = "middle"
+    est = make(max_epochs=2, random_state=0,
+               train_split=predefined_split(Dataset(X[n:], y_valid)))
+    with pytest.raises(ValueError, match="validation set that train_split returned.*middle"):
+        est.fit(X[:n], y[:n])
+    assert not est.__sklearn_is_fitted__()
+
+
+def test_a_validation_set_with_other_features_is_refused():
+    X, _, y, n = _data()
+    est = MTSGDRegressor(max_epochs=2, random_state=0,
+                         train_split=predefined_split(Dataset(X[n:, :3], y[n:])))
+    with pytest.raises(ValueError, match="3 features"):
+        est.fit(X[:n], y[:n])
