@@ -100,3 +100,94 @@ def test_a_validation_set_with_other_features_is_refused():
                          train_split=predefined_split(Dataset(X[n:, :3], y[n:])))
     with pytest.raises(ValueError, match="3 features"):
         est.fit(X[:n], y[:n])
+
+
+def test_a_validation_dataset_without_targets_is_named():
+    X, y, _, n = _data()
+    est = MTSGDMultiTaskClassifier(max_epochs=2, random_state=0,
+                                   train_split=predefined_split(Dataset(X[n:], None)))
+    with pytest.raises(ValueError, match="validation set.*no targets"):
+        est.fit(X[:n], y[:n])
+
+
+def test_target_columns_are_matched_by_name():
+    import pandas as pd
+
+    X, labels, value, n = _data()
+    rng = np.random.default_rng(3)
+    Y = pd.DataFrame({"a": labels, "b": np.where(rng.random(len(X)) < 0.5, "p", "q")})
+    V = pd.DataFrame({"u": value, "v": 2 * value + rng.normal(size=len(X))})
+    for make, target, kw in ((MTSGDMultiTaskClassifier, Y, {}),
+                             (MTSGDRegressor, V, dict(mean_function=None))):
+        fits = [make(n_particles=2, max_epochs=3, random_state=0, **kw, train_split=(
+            predefined_split(Dataset(X[n:], valid)))).fit(X[:n], target[:n])
+            for valid in (target[n:], target[n:][target.columns[::-1]])]
+        np.testing.assert_allclose(fits[0].history[:, "valid_loss"],
+                                   fits[1].history[:, "valid_loss"])
+        renamed = target[n:].set_axis(["x", "y"], axis=1)
+        with pytest.raises(ValueError, match=r"target columns \['x', 'y'\] are not the fit's"):
+            make(n_particles=2, max_epochs=3, random_state=0, **kw, train_split=(
+                predefined_split(Dataset(X[n:], renamed)))).fit(X[:n], target[:n])
+
+
+def test_validation_rows_without_a_target_are_left_out_and_weights_count():
+    # a task's missing labels (None) in the given rows; rows with none left out, as fit does
+    X, y, _, n = _data()
+    y_valid = y[n:].astype(object)
+    y_valid[:30] = None
+    Y = np.column_stack([y, y]).astype(object)
+    Y_valid = np.column_stack([y_valid, y_valid])
+    weights = [{"low": 1.0, "high": 3.0}] * 2
+    given = MTSGDMultiTaskClassifier(
+        n_particles=2, max_epochs=3, random_state=0, class_weight=weights,
+        train_split=predefined_split(Dataset(X[n:], Y_valid))).fit(X[:n], Y[:n])
+    assert given.n_valid_ == len(X) - n - 30
+    indexed = MTSGDMultiTaskClassifier(
+        n_particles=2, max_epochs=3, random_state=0, class_weight=weights,
+        train_split=_first_rows_validate(n)).fit(np.vstack([X[:n], X[n + 30:]]),
+                                                 np.vstack([Y[:n], Y_valid[30:]]))
+    np.testing.assert_allclose(given.history[:, "valid_loss"],
+                               indexed.history[:, "valid_loss"], rtol=1e-6)
+    np.testing.assert_allclose(given.temperature_, indexed.temperature_, rtol=1e-6)
+
+
+@pytest.mark.parametrize("make", [MTSGDMultiTaskClassifier, L2ESamplerClassifier,
+                                  MTSGDRegressor])
+def test_a_continuation_refused_for_its_validation_set_keeps_the_model(make):
+    data = _data()
+    X, y, n = data[0], data[2 if make is MTSGDRegressor else 1], data[3]
+    est = make(max_epochs=2, random_state=0, n_draws=2).fit(X[:n], y[:n]) if make is \
+        L2ESamplerClassifier else make(max_epochs=2, random_state=0).fit(X[:n], y[:n])
+    before = est.predict(X[:5])
+    est.set_params(warm_start=True, train_split=predefined_split(Dataset(X[n:, :3], y[n:])))
+    with pytest.raises(ValueError, match="validation set that train_split returned.*3 feat"):
+        est.fit(X[:n], y[:n])
+    assert est.__sklearn_is_fitted__()
+    np.testing.assert_array_equal(est.predict(X[:5]), before)
+
+
+def test_the_regressors_validation_rows_need_no_spread():
+    # one row, or an output constant on the given rows: a validation set, not a target to fit
+    X, _, y, n = _data()
+    for rows in (slice(n, n + 1), slice(n, None)):
+        y_valid = y[rows].copy() if rows.stop else np.full(len(X) - n, 0.5)
+        est = MTSGDRegressor(n_particles=2, max_epochs=2, random_state=0, train_split=(
+            predefined_split(Dataset(X[rows], y_valid)))).fit(X[:n], y[:n])
+        assert est.n_valid_ == len(y_valid) and np.isfinite(est.variance_scale_).all()
+
+
+def test_a_subset_of_a_pandas_dataset_is_read_by_position():
+    import pandas as pd
+
+    X, _, y, n = _data()
+    frame = pd.DataFrame(X, columns=list("abcd"))
+    other = Dataset(frame.iloc[n:], pd.Series(y[n:]))
+    pick = np.arange(0, len(X) - n, 3)
+    est = MTSGDRegressor(n_particles=2, max_epochs=2, random_state=0,
+                         train_split=lambda ds, yy=None, **kw: (ds, Subset(other, pick)))
+    est.fit(frame.iloc[:n], y[:n])
+    direct = MTSGDRegressor(n_particles=2, max_epochs=2, random_state=0, train_split=(
+        predefined_split(Dataset(frame.iloc[n:].iloc[pick], y[n:][pick])))).fit(
+        frame.iloc[:n], y[:n])
+    assert est.n_valid_ == len(pick)
+    np.testing.assert_allclose(est.history[:, "valid_loss"], direct.history[:, "valid_loss"])

@@ -816,29 +816,53 @@ class SklmooNetMixin:
     def _validation_dataset(self, valid):
         """A validation set of other rows than the fit's (skorch's ``predefined_split``,
         a ``Subset`` of another dataset), read once: its inputs checked as ``predict``
-        checks them, its targets encoded as the fit's (:meth:`_validation_targets`), every
-        row weighing 1. A :class:`RowData` that also holds them (``validation_rows``, read by
-        :meth:`_subset_rows`)."""
-        from skorch.dataset import Dataset as SkorchDataset
-
-        if isinstance(valid, SkorchDataset) and valid.y is not None:
-            X_valid, y_valid = valid.X, valid.y
-        else:
-            X_valid = as_dataset_rows(valid)
-            y_valid = X_valid.targets()
-        X_valid = self._validate_X(X_valid, reset=False)
+        checks them, its target columns matched to the fit's by name, its targets encoded
+        as the fit's (:meth:`_validation_targets`), weighted by ``class_weight`` and
+        normalised as a held-out part is (:meth:`_split_rows`); rows without a target are
+        left out. A :class:`RowData` that also holds them (``validation_rows``, read by
+        :meth:`_subset_rows`). A problem with it is a ``ValueError`` that names it."""
         try:
-            targets = self._validation_targets(y_valid, len(X_valid))
+            X_valid, y_valid = _validation_arrays(valid)
+            X_valid = self._validate_X(X_valid, reset=False)
+            targets = self._validation_targets(self._match_target_columns(y_valid),
+                                               len(X_valid))
+            observed = np.asarray(self._observed(targets)).reshape(len(targets), -1)
+            weight = np.asarray(self._row_weights(targets, None), dtype=np.float64)
+            weight = np.broadcast_to(weight.reshape(len(targets), -1), observed.shape)
+            keep = (observed & (weight > 0)).any(axis=1)
+            if not keep.any():
+                raise ValueError("it has no row with a target (and a non-zero class weight)")
         except ValueError as exc:
             raise ValueError(f"the validation set that train_split returned: {exc}") from exc
-        weight = np.ones(np.shape(targets), dtype=np.float32)
-        rows = RowData(X_valid, targets, weight)
-        rows.validation_rows = (X_valid, targets, weight)
+        if not keep.all():
+            X_valid, targets, weight, observed = (take_rows(X_valid, keep), targets[keep],
+                                                  weight[keep], observed[keep])
+        # the loss reads the normalised weights, calibration the weights themselves, as for
+        # a part held out by index
+        rows = RowData(X_valid, targets, normalised(weight, observed).astype(np.float32)
+                       .reshape(np.shape(targets)))
+        rows.validation_rows = (X_valid, targets, weight.reshape(np.shape(targets)))
         return rows
 
     def _validation_targets(self, y, n_samples):
         """``y`` of a validation set of other rows, encoded as the fit's targets."""
         raise NotImplementedError
+
+    def _match_target_columns(self, y):
+        """A DataFrame ``y`` of several columns in the order of the fit's named targets
+        (``task_names_``), the same columns in another order reordered; other names are an
+        error. Any other ``y`` (and a fit on unnamed columns) is read by position."""
+        names = [str(n) for n in getattr(self, "task_names_", None) or []]
+        columns = getattr(y, "columns", None)
+        if columns is None or len(names) < 2 or len(columns) != len(names):
+            return y
+        columns = [str(c) for c in columns]
+        unnamed = all(n in (f"task_{t}", f"output_{t}") for t, n in enumerate(names))
+        if columns == names or unnamed:
+            return y
+        if sorted(columns) != sorted(names):
+            raise ValueError(f"its target columns {columns} are not the fit's {names}")
+        return y.iloc[:, [columns.index(n) for n in names]]
 
     @staticmethod
     def _subset_rows(subset, *arrays):
@@ -1063,3 +1087,25 @@ class SklmooNetMixin:
             raise FloatingPointError(f"training diverged in epoch {epoch}: mean training loss "
                                      f"{loss:.4g} against {self._first_loss:.4g} at the start; "
                                      "lower the step size / learning rate")
+
+
+def _validation_arrays(valid):
+    """``(X, y)`` of a validation dataset of other rows: a skorch ``Dataset``'s own ``X`` and
+    ``y`` (or those rows of them, for a ``Subset`` of one; pandas objects by position), or
+    any other dataset's items read as ``(x, y)`` pairs."""
+    from skorch.dataset import Dataset as SkorchDataset
+
+    base, index = valid, None
+    if isinstance(valid, Subset) and isinstance(valid.dataset, SkorchDataset):
+        base, index = valid.dataset, np.asarray(valid.indices, dtype=np.int64)
+    if isinstance(base, SkorchDataset):
+        if base.y is None:
+            raise ValueError("it has no targets (a skorch Dataset with y=None): pass "
+                             "Dataset(X_valid, y_valid)")
+        if index is None:
+            return base.X, base.y
+        return tuple(a.iloc[index] if hasattr(a, "iloc") else np.asarray(a)[index]
+                     for a in (base.X, base.y))
+    rows = as_dataset_rows(valid)
+    return rows, rows.targets()
+

@@ -348,6 +348,11 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
     def _validation_targets(self, y, n_samples):
         return self._encode_y(y, n_samples, classes=self.classes_)[0]
 
+    @staticmethod
+    def _observed(codes):
+        # one task whose every label is given
+        return np.ones(np.shape(codes), dtype=bool)
+
     def _encode_y(self, y, n_samples, classes=None):
         """Integer codes of ``y`` and the label set: that of ``y``, or ``classes`` (every
         label of ``y`` must be among them; a mini-batch may lack some)."""
@@ -482,8 +487,13 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
         self._refuse_restoring_callbacks()
         self._start_fit_warnings()
         observed = np.ones((len(codes), 1), dtype=bool)
-        dataset_train, dataset_valid = self._split_rows(X, codes, weight[:, None], observed,
-                                                        **fit_params)
+        try:
+            dataset_train, dataset_valid = self._split_rows(X, codes, weight[:, None],
+                                                            observed, **fit_params)
+        except ValueError:
+            # a continued fit refused before sampling (its validation set) keeps the chains
+            self.fitted_ = continuing
+            raise
         n_train = len(dataset_train)
         data_weight = self._data_weight(dataset_train, weight[:, None], observed)
         if not (continuing and hasattr(self, "burn_in_method_")):

@@ -274,6 +274,8 @@ class MTSGDNetBase(SklmooNetMixin, NeuralNet):
 
     def _fit_epochs(self, X, targets, weight, fit_params):
         self._check_epoch_rows(len(targets))
+        # a continued fit refused before training (its validation set) keeps the model
+        continuing = self.__sklearn_is_fitted__()
         self.fitted_ = False
         self._start_fit_warnings()
         observed = np.asarray(self._observed(targets))
@@ -286,7 +288,11 @@ class MTSGDNetBase(SklmooNetMixin, NeuralNet):
         if not keep.all():
             X, targets, weight, observed = (take_rows(X, keep), targets[keep], weight[keep],
                                             observed[keep])
-        train, valid = self._split_rows(X, targets, weight, observed, **fit_params)
+        try:
+            train, valid = self._split_rows(X, targets, weight, observed, **fit_params)
+        except ValueError:
+            self.fitted_ = continuing
+            raise
         n_train = len(train)
         data_weight = self._data_weight(train, weight, observed)
         self._fit_mean_function(X, targets, weight, train=train, valid=valid)

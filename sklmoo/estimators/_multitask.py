@@ -172,7 +172,8 @@ class MTSGDMultiTaskClassifier(ClassifierMixin, MTSGDNetBase):
     kernel_ : {'function', 'parameter'}
         The kernel of the last fit (``kernel`` resolved).
     batch_size_ : int
-        Rows per mini-batch in the last fit (``batch_size`` resolved).
+        ``batch_size`` resolved in the last fit (its training batches unless
+        ``iterator_train__batch_size`` is given).
     max_epochs_ : int
         The epoch budget of the last fit.
     n_train_, n_valid_ : int

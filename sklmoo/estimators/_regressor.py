@@ -229,7 +229,8 @@ class MTSGDRegressor(RegressorMixin, MTSGDNetBase):
         The applied factors on the predictive variance (above 1: the intervals were too
         narrow).
     batch_size_ : int
-        Rows per mini-batch in the last fit (``batch_size`` resolved).
+        ``batch_size`` resolved in the last fit (its training batches unless
+        ``iterator_train__batch_size`` is given).
     max_epochs_ : int
         The epoch budget of the last fit.
     n_train_, n_valid_ : int
@@ -482,6 +483,13 @@ class MTSGDRegressor(RegressorMixin, MTSGDNetBase):
                 + ("fit anew" if partial else "set warm_start=False")
                 + " to start new particles")
         # the standardisation of the first fit stays: the heads were trained in its units
+        return self._standardise(arr)
+
+    def _validation_targets(self, y, n_samples):
+        arr, _, _ = regression_targets(y, n_samples, check_spread=False)
+        if arr.shape[1] != self.n_outputs_:
+            raise ValueError(f"its y has {arr.shape[1]} output(s); the fit's has "
+                             f"{self.n_outputs_}")
         return self._standardise(arr)
 
     @staticmethod

@@ -138,9 +138,10 @@ def decode_predictions(codes, classes):
     return out
 
 
-def regression_targets(y, n_samples):
+def regression_targets(y, n_samples, check_spread=True):
     """Validate a regression target -> (float64 array (n, T) with NaN = missing, single_output,
-    output names)."""
+    output names); ``check_spread``: every output needs two different values (a fit's
+    target; not a validation set's)."""
     single = False
     if isinstance(y, pd.Series):
         names, y, single = [str(y.name) if y.name is not None else "output_0"], y.to_frame(), True
@@ -173,7 +174,7 @@ def regression_targets(y, n_samples):
     if np.isinf(arr).any():
         bad = [names[t] for t in np.flatnonzero(np.isinf(arr).any(axis=0))]
         raise ValueError(f"y contains inf in output(s) {bad}; NaN marks a missing target")
-    for t, name in enumerate(names):
+    for t, name in enumerate(names if check_spread else ()):
         values = arr[~np.isnan(arr[:, t]), t]
         if len(values) < 2:
             raise ValueError(f"output {name!r} has {len(values)} sample(s) with a value "
