@@ -125,7 +125,7 @@ def test_target_columns_are_matched_by_name():
         np.testing.assert_allclose(fits[0].history[:, "valid_loss"],
                                    fits[1].history[:, "valid_loss"])
         renamed = target[n:].set_axis(["x", "y"], axis=1)
-        with pytest.raises(ValueError, match=r"target columns \['x', 'y'\] are not the fit's"):
+        with pytest.raises(ValueError, match=r"columns \['x', 'y'\] are not the fit's"):
             make(n_particles=2, max_epochs=3, random_state=0, **kw, train_split=(
                 predefined_split(Dataset(X[n:], renamed)))).fit(X[:n], target[:n])
 
@@ -191,3 +191,16 @@ def test_a_subset_of_a_pandas_dataset_is_read_by_position():
         frame.iloc[:n], y[:n])
     assert est.n_valid_ == len(pick)
     np.testing.assert_allclose(est.history[:, "valid_loss"], direct.history[:, "valid_loss"])
+
+
+def test_a_continued_fit_matches_target_columns_by_name():
+    import pandas as pd
+
+    X, labels, value, n = _data()
+    V = pd.DataFrame({"u": value, "v": -value})
+    kw = dict(n_particles=2, max_epochs=2, random_state=0, mean_function=None)
+    a = MTSGDRegressor(**kw).fit(X, V).partial_fit(X, V)
+    b = MTSGDRegressor(**kw).fit(X, V).partial_fit(X, V[["v", "u"]])
+    np.testing.assert_allclose(a.predict(X), b.predict(X))
+    with pytest.raises(ValueError, match="columns"):
+        MTSGDRegressor(**kw).fit(X, V).partial_fit(X, V.set_axis(["p", "q"], axis=1))

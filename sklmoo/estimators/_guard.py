@@ -861,7 +861,7 @@ class SklmooNetMixin:
         if columns == names or unnamed:
             return y
         if sorted(columns) != sorted(names):
-            raise ValueError(f"its target columns {columns} are not the fit's {names}")
+            raise ValueError(f"y's columns {columns} are not the fit's {names}")
         return y.iloc[:, [columns.index(n) for n in names]]
 
     @staticmethod

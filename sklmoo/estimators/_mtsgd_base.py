@@ -165,7 +165,7 @@ class MTSGDNetBase(SklmooNetMixin, NeuralNet):
                              f"{self.n_particles}. Set warm_start=False (or call fit) to start "
                              "new particles")
         X = self._validate_X(X, reset=False)
-        return X, self._continuation_targets(y, X.shape[0], partial)
+        return X, self._continuation_targets(self._match_target_columns(y), X.shape[0], partial)
 
     def fit(self, X, y=None, sample_weight=None, **fit_params):
         """Fit the particles on ``X`` and the target ``y`` (n_samples,) or (n_samples, n_tasks).
