@@ -6,6 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from sklearn.base import clone
+from sklearn.exceptions import NotFittedError
 from sklearn.datasets import load_iris
 from sklearn.linear_model import LogisticRegression
 from sklearn.model_selection import GridSearchCV
@@ -127,3 +128,20 @@ def test_a_module_instance_is_taken_as_skorch_takes_it():
         np.testing.assert_array_equal(est.predict(X), again.predict(X))
         np.testing.assert_array_equal(pickle.loads(pickle.dumps(est)).predict(X),
                                       est.predict(X))
+
+
+@pytest.mark.parametrize("make", [MTSGDMultiTaskClassifier, L2ESamplerClassifier,
+                                  MTSGDRegressor])
+def test_scoring_callbacks_during_the_fit_are_told_why_they_cannot_predict(make):
+    # skorch's EpochScoring scores with predict during the fit; the predictions exist (with
+    # their calibration) only once it has ended: the error says so, and the fit is not kept
+    from skorch.callbacks import EpochScoring
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(120, 3)).astype(np.float32)
+    y = X[:, 0] + 0.1 * rng.normal(size=120) if make is MTSGDRegressor else (X[:, 0] > 0)
+    scoring = "r2" if make is MTSGDRegressor else "accuracy"
+    est = make(max_epochs=2, random_state=0, callbacks=[EpochScoring(scoring, name="s")])
+    with pytest.raises(NotFittedError, match="is being fitted.*valid_loss"):
+        est.fit(X, y)
+    assert not est.__sklearn_is_fitted__()

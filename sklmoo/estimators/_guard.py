@@ -211,6 +211,15 @@ class SklmooNetMixin:
         """Raise ``NotFittedError`` unless a fit has completed with the current module; and
         the ``ValueError`` of a fit when ``device`` (set since) cannot be used."""
         if not self.__sklearn_is_fitted__():
+            if getattr(self, "_fit_split", None) is not None:
+                # called from inside the training loop (skorch's EpochScoring / BatchScoring
+                # score with predict / predict_proba)
+                raise NotFittedError(
+                    f"{type(self).__name__} is being fitted: its predictions exist once the "
+                    "fit has ended (the calibration is fitted after training), so a callback "
+                    "cannot score them during the fit (skorch's EpochScoring / BatchScoring); "
+                    "history[:, 'valid_loss'] holds every epoch's validation NLL; score the "
+                    "fitted estimator instead")
             raise NotFittedError(f"This {type(self).__name__} instance is not fitted yet: call "
                                  "fit with appropriate arguments first")
         self._check_device_available()
