@@ -486,7 +486,7 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
             self.initialize()
         self._refuse_restoring_callbacks()
         self._start_fit_warnings()
-        observed = np.ones((len(codes), 1), dtype=bool)
+        observed = self._observed(codes)[:, None]
         try:
             dataset_train, dataset_valid = self._split_rows(X, codes, weight[:, None],
                                                             observed, **fit_params)

@@ -6,7 +6,6 @@ from fnmatch import fnmatch
 import numpy as np
 import torch
 from sklearn.base import RegressorMixin
-from skorch.utils import to_tensor
 
 from ..metrics._recalibration import fit_variance_scale
 from ..nn import KernelMean, LinearMean, StackedGaussianHead, fit_feature_noise
@@ -701,26 +700,10 @@ class MTSGDRegressor(RegressorMixin, MTSGDNetBase):
         if (not heads or width > NOISE_MAP_MAX_FEATURES or valid is None or train is None
                 or len(valid) < NOISE_MIN_VALID_ROWS):
             return
-        # the training rows: an index subset of X's, or all of them beside a validation set
-        # of other rows (skorch's predefined_split)
-        own = getattr(valid, "validation_rows", None)
-        if hasattr(train, "indices"):
-            fit_index = np.asarray(train.indices, dtype=np.int64)
-        elif own is not None and isinstance(train, RowData) and len(train) == len(X):
-            fit_index = np.arange(len(X))
-        else:
+        parts = self._noise_map_rows(X, targets, weight, train, valid, width)
+        if parts is None:
             return
-        if own is None and not hasattr(valid, "indices"):
-            return
-        rng = np.random.RandomState(self.seed_)
-        rows = _at_most(fit_index, rng, width)
-        fit_rows = (take_rows(X, rows), targets[rows], weight[rows])
-        if own is None:
-            rows = _at_most(np.asarray(valid.indices, dtype=np.int64), rng, width)
-            valid_rows = (take_rows(X, rows), targets[rows], weight[rows])
-        else:
-            rows = _at_most(np.arange(len(own[0])), rng, width)
-            valid_rows = (take_rows(own[0], rows), own[1][rows], own[2][rows])
+        fit_rows, valid_rows = parts
         (h_fit, out_fit), (h_val, out_val) = (self._valid_outputs(part[0], features=True)
                                               for part in (fit_rows, valid_rows))
         mean_map = self.module_.output_map
@@ -759,6 +742,31 @@ class MTSGDRegressor(RegressorMixin, MTSGDNetBase):
             if _noise_map_wins(losses[best] - losses[0], w):
                 head.set_noise_map(*maps[best])
                 self.heteroscedastic_[t] = True
+
+    def _noise_map_rows(self, X, targets, weight, train, valid, width):
+        """``(fit_rows, valid_rows)``, each ``(X, targets, weight)`` of at most
+        ``_at_most`` rows (a draw seeded by the fit's seed): the training rows, an index
+        subset of X's or all of them beside a validation set of other rows (skorch's
+        ``predefined_split``), and the validation rows; None when the split is of another
+        kind."""
+        own = getattr(valid, "validation_rows", None)
+        if hasattr(train, "indices"):
+            fit_index = np.asarray(train.indices, dtype=np.int64)
+        elif own is not None and isinstance(train, RowData) and len(train) == len(X):
+            fit_index = np.arange(len(X))
+        else:
+            return None
+        if own is not None:
+            source, valid_index = own, np.arange(len(own[0]))
+        elif hasattr(valid, "indices"):
+            source, valid_index = (X, targets, weight), np.asarray(valid.indices, dtype=np.int64)
+        else:
+            return None
+        rng = np.random.RandomState(self.seed_)
+        fit_rows = _at_most(fit_index, rng, width)        # drawn first, then the validation's
+        valid_rows = _at_most(valid_index, rng, width)
+        return (tuple(take_rows(a, fit_rows) for a in (X, targets, weight)),
+                tuple(take_rows(a, valid_rows) for a in source))
 
     @staticmethod
     def _noise_terms(head, coef, outputs, targets, weight, t):
