@@ -18,6 +18,7 @@ from ._progress import ProgressLog
 from ._rows import (DatasetRows, RowBatches, RowData, as_dataset_rows, max_abs, row_source,
                     take_rows)
 from ._saved_params import check_files, checked_loads, files_to_load, restore, snapshot
+from ._targets import are_default_names
 from ._validation import ValidationSplit, user_stacklevel
 from ._weights import check_data_weight, normalised
 
@@ -866,7 +867,7 @@ class SklmooNetMixin:
         if columns is None or len(names) < 2 or len(columns) != len(names):
             return y
         columns = [str(c) for c in columns]
-        unnamed = all(n in (f"task_{t}", f"output_{t}") for t, n in enumerate(names))
+        unnamed = are_default_names(names)
         if columns == names or unnamed:
             return y
         if sorted(columns) != sorted(names):

@@ -9,8 +9,8 @@ from ..metrics._recalibration import apply_temperature, fit_temperature, pool_lo
 from ._mtsgd_base import MTSGDNetBase
 from ._validation import ValidationSplit
 from ._weights import check_weighted_classes, class_weights
-from ._targets import (as_2d_targets, as_task_columns, decode_predictions, encode_targets,
-                       encode_with_classes, missing_mask)
+from ._targets import (as_2d_targets, as_task_columns, decode_predictions, default_names,
+                       encode_targets, encode_with_classes, missing_mask)
 
 #: standard deviation of the Gaussian prior on the log of each task's calibration temperature.
 #: Tighter than the 0.5 of the other recalibrations: the test-optimal log temperatures of this
@@ -240,7 +240,7 @@ class MTSGDMultiTaskClassifier(ClassifierMixin, MTSGDNetBase):
         else:
             classes = self._given_classes(classes, self.single_task_)
             arr, names = as_2d_targets(y, n_samples)
-            self.task_names_ = names or [f"task_{t}" for t in range(arr.shape[1])]
+            self.task_names_ = names or default_names(arr.shape[1])
             codes = encode_with_classes(y, n_samples, classes, self.task_names_,
                                         self.missing_label)
         self.n_tasks_ = len(classes)

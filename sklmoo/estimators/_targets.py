@@ -5,6 +5,21 @@ import numpy as np
 import pandas as pd
 
 
+#: the names of unnamed targets: ``task_0``, ``task_1``, ... (classifiers) and ``output_0``, ...
+#: (the regressor)
+TASK_PREFIX, OUTPUT_PREFIX = "task_", "output_"
+
+
+def default_names(n, prefix=TASK_PREFIX):
+    """The names given to ``n`` unnamed targets."""
+    return [f"{prefix}{t}" for t in range(n)]
+
+
+def are_default_names(names):
+    """Whether ``names`` are the ones :func:`default_names` gives (the targets had none)."""
+    return all(n in (f"{TASK_PREFIX}{t}", f"{OUTPUT_PREFIX}{t}") for t, n in enumerate(names))
+
+
 def missing_mask(values, missing_label):
     mask = pd.isna(values)
     if missing_label is not None and not (isinstance(missing_label, float)
@@ -16,7 +31,7 @@ def missing_mask(values, missing_label):
 def as_task_columns(y):
     """A 1-D target (array, list, Series) becomes one task column; returns (y, single_task)."""
     if isinstance(y, pd.Series):
-        return y.to_frame(name=str(y.name) if y.name is not None else "task_0"), True
+        return y.to_frame(name=str(y.name) if y.name is not None else default_names(1)[0]), True
     if isinstance(y, pd.DataFrame):
         return y, False
     if hasattr(y, "dtype"):
@@ -82,7 +97,7 @@ def encode_targets(y, n_samples, missing_label=None):
     """
     arr, names = as_2d_targets(y, n_samples)
     n_tasks = arr.shape[1]
-    task_names = names or [f"task_{t}" for t in range(n_tasks)]
+    task_names = names or default_names(n_tasks)
     codes = np.full(arr.shape, -1, dtype=np.int64)
     classes = []
     for t in range(n_tasks):
@@ -144,7 +159,8 @@ def regression_targets(y, n_samples, check_spread=True):
     target; not a validation set's)."""
     single = False
     if isinstance(y, pd.Series):
-        names, y, single = [str(y.name) if y.name is not None else "output_0"], y.to_frame(), True
+        name = str(y.name) if y.name is not None else default_names(1, OUTPUT_PREFIX)[0]
+        names, y, single = [name], y.to_frame(), True
     elif isinstance(y, pd.DataFrame):
         names = [str(c) for c in y.columns]
     else:
@@ -170,7 +186,7 @@ def regression_targets(y, n_samples, check_spread=True):
             raise ValueError(f"y must be numeric, got dtype {arr.dtype}; for class labels use "
                              "a classifier") from None
     arr = arr.astype(np.float64)
-    names = names or [f"output_{t}" for t in range(arr.shape[1])]
+    names = names or default_names(arr.shape[1], OUTPUT_PREFIX)
     if np.isinf(arr).any():
         bad = [names[t] for t in np.flatnonzero(np.isinf(arr).any(axis=0))]
         raise ValueError(f"y contains inf in output(s) {bad}; NaN marks a missing target")
