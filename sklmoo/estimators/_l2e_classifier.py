@@ -189,10 +189,10 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
     n_draws_ : int
         Draws per chain collected so far (set to the loaded draws by :meth:`load_params`).
     convergence_ : dict or None
-        Function-space diagnostics of the chains on a probe of the training inputs, computed
-        at the end of ``fit``: ``'rhat'``, ``'ess_bulk'`` and ``'diversity'`` (each None with
-        fewer than 4 draws per chain) and ``'stuck_chains'``; None with fewer than 2 draws per chain
-        or after :meth:`load_params` (call :meth:`diagnose`). See
+        Function-space diagnostics of the chains on a probe of the rows given to ``fit``,
+        computed at the end of ``fit``: ``'rhat'``, ``'ess_bulk'`` and ``'diversity'`` (each
+        None with fewer than 4 draws per chain) and ``'stuck_chains'``; None with fewer than 2
+        draws per chain or after :meth:`load_params` (call :meth:`diagnose`). See
         :ref:`ug-chain-diagnostics`.
     temperature_ : float
         The fitted temperature (1 without calibration or validation rows).
@@ -212,9 +212,9 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
 
     Notes
     -----
-    Divergence (a non-finite loss, gradient or parameter, or an epoch's mean training loss
-    above 1000 times that of the fit's first mini-batch) stops ``fit`` with a
-    ``FloatingPointError`` naming the epoch and the chain, and so does an interrupted fit
+    Divergence (non-finite values, naming the chains, or an epoch's mean training loss above
+    1000 times the larger of 1 and the first mini-batch's) stops ``fit`` with a
+    ``FloatingPointError`` naming the epoch, and so does an interrupted fit
     (``KeyboardInterrupt``, re-raised); the estimator is then not fitted.
 
     Examples
@@ -693,7 +693,7 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
                    f"{k} per chain {'was' if k == 1 else 'were'} collected ({advice})")
 
     def _probe_convergence(self, X):
-        """``convergence_`` on a probe of the training inputs; a ``ConvergenceWarning`` only
+        """``convergence_`` on a probe of the rows given to ``fit``; a ``ConvergenceWarning`` only
         for a stuck chain (every draw predicting the same probabilities). Chains of a neural
         network settle in different modes, so a function-space R-hat above 1.1 is the rule
         rather than a fault: it is reported in ``convergence_``, not warned about."""

@@ -186,7 +186,7 @@ class MTSGDRegressor(RegressorMixin, MTSGDNetBase):
         20 % of the rows at any size (the classifiers hold out less of a large table,
         :ref:`ug-scale`); otherwise as in :class:`MTSGDMultiTaskClassifier` (not stratified):
         the held-out rows drive early stopping with restore-best (their loss is the Gaussian
-        negative log-likelihood of the pooled prediction; patience 30 epochs, fewer from 16
+        negative log-likelihood of the pooled prediction; patience 30 epochs, fewer above 16
         batches an epoch: :ref:`ug-defaults`) and fit ``calibration`` and the noise map of
         ``heteroscedastic='auto'``.
     verbose : int, default=0
