@@ -166,6 +166,24 @@ def test_a_continuation_refused_for_its_validation_set_keeps_the_model(make):
     np.testing.assert_array_equal(est.predict(X[:5]), before)
 
 
+def test_a_refused_continuation_keeps_the_regressors_noise_map():
+    # the map (fitted after training, heteroscedastic='auto') is reset only once a continued
+    # fit's rows are accepted: a refusal leaves the fitted intervals as they were
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(1600, 3)).astype(np.float32)
+    y = X[:, 0] + rng.normal(size=len(X)) * (0.05 + 1.5 * np.abs(X[:, 1]))
+    reg = MTSGDRegressor(n_particles=2, max_epochs=4, random_state=0).fit(X, y)
+    assert reg.heteroscedastic_.all()
+    mean, std = reg.predict(X[:5], return_std=True)
+    two_outputs = Dataset(X[:50], np.column_stack([y[:50], y[:50]]))
+    reg.set_params(warm_start=True, train_split=predefined_split(two_outputs))
+    with pytest.raises(ValueError, match="validation set that train_split returned.*2 output"):
+        reg.fit(X, y)
+    assert reg.__sklearn_is_fitted__() and reg.heteroscedastic_.all()
+    for got, want in zip(reg.predict(X[:5], return_std=True), (mean, std)):
+        np.testing.assert_array_equal(got, want)
+
+
 def test_the_regressors_validation_rows_need_no_spread():
     # one row, or an output constant on the given rows: a validation set, not a target to fit
     X, _, y, n = _data()

@@ -293,6 +293,7 @@ class MTSGDNetBase(SklmooNetMixin, NeuralNet):
         except ValueError:
             self.fitted_ = continuing
             raise
+        self._start_training()
         n_train = len(train)
         data_weight = self._data_weight(train, weight, observed)
         self._fit_mean_function(X, targets, weight, train=train, valid=valid)
@@ -412,6 +413,10 @@ class MTSGDNetBase(SklmooNetMixin, NeuralNet):
     def _output_map(self):
         """The network's ``output_map`` (None: none); see the regressor's mean function."""
         return None
+
+    def _start_training(self):
+        """Called once the rows are split, before the fit changes anything of the model (a
+        continuation refused before this point keeps it whole; no-op here)."""
 
     def _fit_mean_function(self, X, targets, weight, train=None, valid=None):
         """Fit the prior mean function of a new fit on its rows ``X``, ``targets`` with their

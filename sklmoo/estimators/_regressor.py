@@ -566,9 +566,12 @@ class MTSGDRegressor(RegressorMixin, MTSGDNetBase):
                 scale[t] = max(np.sqrt(1.0 / linear.alpha), RESIDUAL_SCALE_FLOOR * spread)
         mean.set(weight, bias, scale, center, covariance)
 
-    def _fit_epochs(self, *args, **kwargs):
+    def _start_training(self):
         # a continued fit trains with the constant noise; its noise maps are fitted again after
+        # (reset only now: a continuation refused for its validation set keeps them)
         self._reset_noise_maps()
+
+    def _fit_epochs(self, *args, **kwargs):
         try:
             return super()._fit_epochs(*args, **kwargs)
         finally:
