@@ -296,6 +296,38 @@ def test_class_weight_is_a_weight_per_label_times_sample_weight(name, table):
 
 
 @pytest.mark.parametrize("name", ["mtsgd", "l2e"])
+def test_partial_fit_refuses_balanced_class_weights_as_scikit_learn_does(name, table):
+    """'balanced' would be recomputed from each chunk's counts (SGDClassifier.partial_fit
+    refuses it too); a dict of weights computed once from the full labels works, and a
+    refused call changes nothing of a fitted model."""
+    from sklearn.linear_model import SGDClassifier
+
+    X, y, _, _ = table
+    classes = np.unique(y)
+    with pytest.raises(ValueError, match="balanced"):
+        SGDClassifier(class_weight="balanced").partial_fit(X, y, classes=classes)
+    for spec in ("balanced", ["balanced"]):
+        est = MAKERS[name](class_weight=spec)
+        with pytest.raises(ValueError, match="class_weight='balanced' is not supported for "
+                                             "partial_fit.*compute_class_weight"):
+            est.partial_fit(X[:75], y[:75], classes=classes)
+        assert not est.__sklearn_is_fitted__()
+    weights = dict(zip(classes, compute_class_weight("balanced", classes=classes, y=y)))
+    est = _quiet_fit(MAKERS[name](class_weight=weights), X[:75], y[:75])
+    before = est.predict_proba(X)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        est.partial_fit(X[75:], y[75:])
+    after = est.predict_proba(X)
+    assert after.shape == before.shape
+    est.set_params(class_weight="balanced")
+    with pytest.raises(ValueError, match="balanced"):
+        est.partial_fit(X[75:], y[75:])
+    assert est.__sklearn_is_fitted__()
+    np.testing.assert_array_equal(est.predict_proba(X), after)
+
+
+@pytest.mark.parametrize("name", ["mtsgd", "l2e"])
 def test_class_weight_moves_the_decision_towards_the_favoured_class(name):
     """scikit-learn's check_class_weight_classifiers at the estimators' default budgets:
     noisy blobs, class 0 weighted 1000 against 0.0001: class 0 is predicted on over 87 % of
@@ -480,10 +512,11 @@ def test_one_heavy_row_never_empties_the_validation_split():
         assert len(valid.indices) >= 5 and abs(held - 0.2) < 0.1, (seed, held)
 
 
-def test_balanced_class_weight_with_a_task_unlabelled_in_a_chunk(table):
+def test_class_weights_with_a_task_unlabelled_in_a_chunk(table):
+    # (per-task dicts: partial_fit refuses 'balanced', as scikit-learn's does)
     X, y, _, _ = table
     Y = np.column_stack([y, X[:, 0] > 0]).astype(float)
-    est = MAKERS["mtsgd"](class_weight="balanced")
+    est = MAKERS["mtsgd"](class_weight=[{0.0: 2.0, 1.0: 1.0, 2.0: 0.5}, {0.0: 1.0, 1.0: 3.0}])
     est.partial_fit(X[:75], Y[:75])
     chunk = Y[75:].copy()
     chunk[:, 0] = np.nan

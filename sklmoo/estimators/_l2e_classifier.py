@@ -24,7 +24,8 @@ from ..samplers import SGMCMC_SAMPLERS, MetaSampler, SamplerOptimizer, make_sgmc
 from ._guard import SklmooNetMixin, scale_advice
 from ._rows import batch_targets, take_rows
 from ._validation import ValidationSplit
-from ._weights import check_sample_weight, check_weighted_classes, class_weights
+from ._weights import (check_partial_fit_class_weight, check_sample_weight,
+                       check_weighted_classes, class_weights)
 
 #: centre of the prior on the calibration temperature of the chains' average (underconfident)
 TEMPERATURE_PRIOR_CENTER = 0.85
@@ -432,12 +433,15 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
             The full label set, as in scikit-learn: on the first call it fixes ``classes_``
             (default: the labels of the first ``y``); on later calls it must equal it.
         sample_weight : array-like of shape (n_samples,), default=None
-            Weight of each row of this chunk; None: every row counts once.
+            Weight of each row of this chunk; None: every row counts once. (A
+            ``class_weight='balanced'`` is refused here, as by scikit-learn's ``partial_fit``:
+            give a ``{label: weight}`` dict.)
 
         Returns
         -------
         self
         """
+        check_partial_fit_class_weight(self.class_weight)
         return self._fit(X, y, self.__sklearn_is_fitted__(), fit_params, classes=classes,
                          sample_weight=sample_weight)
 

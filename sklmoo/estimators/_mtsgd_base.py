@@ -24,7 +24,7 @@ from ..samplers import (TASK_NORMALIZATIONS, LinearScalarization,
 from ._guard import SklmooNetMixin
 from ._rows import batch_targets, take_rows
 from ._validation import RestoreBestEarlyStopping
-from ._weights import check_sample_weight
+from ._weights import check_partial_fit_class_weight, check_sample_weight
 
 #: the fields of a step's StepInfo, in the order its stashed rows hold them
 _STEP_FIELDS = tuple(field.name for field in dataclasses.fields(StepInfo))
@@ -233,7 +233,9 @@ class MTSGDNetBase(SklmooNetMixin, NeuralNet):
             ``classes_`` (default: the labels of the first ``y``); on later calls it must
             equal it.
         sample_weight : array-like of shape (n_samples,), default=None
-            Weight of each row of this chunk; None: every row counts once.
+            Weight of each row of this chunk; None: every row counts once. (A
+            ``class_weight='balanced'`` is refused here, as by scikit-learn's ``partial_fit``:
+            give a ``{label: weight}`` dict.)
         **fit_params
             Passed to skorch's training loop.
 
@@ -241,6 +243,7 @@ class MTSGDNetBase(SklmooNetMixin, NeuralNet):
         -------
         self
         """
+        check_partial_fit_class_weight(getattr(self, "class_weight", None))
         X, y = self._dataset_targets(X, y)
         if self.__sklearn_is_fitted__():
             if classes is not None:

@@ -82,6 +82,19 @@ def check_weighted_classes(codes, weight, classes, task_names=None):
                 "classes with a positive weight")
 
 
+def check_partial_fit_class_weight(class_weight):
+    """Refuse ``class_weight='balanced'`` (for any task) in ``partial_fit``, as scikit-learn's
+    ``partial_fit`` methods do: each chunk's own class counts would weigh the same label
+    differently from one chunk to the next."""
+    specs = class_weight if isinstance(class_weight, (list, tuple)) else [class_weight]
+    if any(isinstance(spec, str) and spec == "balanced" for spec in specs):
+        raise ValueError("class_weight='balanced' is not supported for partial_fit: each chunk "
+                         "would be balanced on its own class counts. Compute the weights once "
+                         "from the full label set (sklearn.utils.class_weight."
+                         "compute_class_weight('balanced', classes=classes, y=y)) and pass "
+                         "them as a {label: weight} dict (one per task)")
+
+
 def class_weights(class_weight, codes, classes, row_weight, task_names=None):
     """(n, T) weights from ``class_weight`` for integer ``codes`` (n, T) (-1 = missing) of the
     tasks' ``classes``; ``row_weight`` (n,) is the sample weight ('balanced' counts it, as
