@@ -107,6 +107,44 @@ def test_dataset_errors_are_early_and_named():
         MTSGDMultiTaskClassifier().fit(Stream())
 
 
+@pytest.mark.parametrize("make, kwargs", [
+    (MTSGDMultiTaskClassifier, dict(n_particles=2)),
+    (L2ESamplerClassifier, dict(n_chains=2, n_draws=3)),
+    (MTSGDRegressor, dict(n_particles=2)),
+])
+def test_a_float64_memory_map_is_read_a_batch_at_a_time(tmp_path, make, kwargs, monkeypatch):
+    # np.save of float64 data: cast to float32 a batch at a time (the fit and its predictions
+    # are the float32 array's), never converted whole -- X is not passed to scikit-learn's
+    # validate_data, which would make a float32 copy of it
+    X, y = _table()
+    target = X[:, 1] + 0.1 * X[:, 0] if make is MTSGDRegressor else y
+    np.save(tmp_path / "X.npy", X.astype(np.float64))
+    mapped = np.load(tmp_path / "X.npy", mmap_mode="r")
+    ref = make(max_epochs=3, random_state=0, **kwargs).fit(X, target)
+    from sklmoo.estimators import _guard
+
+    seen = []
+    real = _guard.validate_data
+
+    def spy(est, X, *args, **kw):
+        seen.append(type(X))
+        return real(est, X, *args, **kw)
+
+    monkeypatch.setattr(_guard, "validate_data", spy)
+    est = make(max_epochs=3, random_state=0, **kwargs).fit(mapped, target)
+    assert np.memmap not in seen
+    predict = ((lambda e, Z: np.column_stack(e.predict(Z, return_std=True)))
+               if make is MTSGDRegressor else (lambda e, Z: e.predict_proba(Z)))
+    np.testing.assert_array_equal(predict(est, mapped[:50]), predict(ref, X[:50]))
+    assert np.memmap not in seen
+    broken = np.array(mapped)
+    broken[7, 2] = np.nan
+    np.save(tmp_path / "bad.npy", broken)
+    with pytest.raises(ValueError, match="row 7 has NaN or infinity"):
+        make(max_epochs=1, random_state=0, **kwargs).fit(
+            np.load(tmp_path / "bad.npy", mmap_mode="r"), target)
+
+
 def test_read_only_memory_map_trains_as_the_array(tmp_path):
     X, y = _table()
     np.save(tmp_path / "X.npy", X)

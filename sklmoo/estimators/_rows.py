@@ -140,8 +140,13 @@ class DatasetRows:
     def __getitem__(self, index):
         scalar = np.ndim(index) == 0 and not isinstance(index, slice)
         rows = self._positions(np.atleast_1d(index) if scalar else index)
-        out = np.empty((len(rows), *self.shape[1:]), dtype=np.float32)
-        for j, i in enumerate(rows):
+        if isinstance(self.dataset, np.ndarray):
+            # a memory map of another dtype (cast_on_read): one gather, cast to float32
+            where = rows if self.index is None else self.index[rows]
+            out = np.asarray(self.dataset[where], dtype=np.float32)
+        else:
+            out = np.empty((len(rows), *self.shape[1:]), dtype=np.float32)
+        for j, i in enumerate(() if isinstance(self.dataset, np.ndarray) else rows):
             x = _as_float32(_input_part(self.dataset[self._position(i)]))
             if x.shape != self.shape[1:]:
                 raise ValueError(f"the dataset's row {self._position(i)} has an input of shape "
@@ -168,6 +173,14 @@ class DatasetRows:
             y = item[1]
             values.append(y.detach().cpu().numpy() if torch.is_tensor(y) else np.asarray(y))
         return np.stack(values)
+
+
+def cast_on_read(X):
+    """Whether ``X`` is a memory map of numbers other than float32 (``np.save`` of float64
+    data, opened with ``mmap_mode``): read as :class:`DatasetRows`, a batch at a time and cast
+    then, instead of converted whole into a float32 copy in memory."""
+    return (isinstance(X, np.memmap) and X.ndim >= 2 and len(X) > 0
+            and X.dtype.kind in "fiu" and X.dtype != np.float32)
 
 
 def as_dataset_rows(X):
