@@ -391,6 +391,14 @@ def test_warm_start_and_partial_fit_continue_the_chains(wine):
     assert clf.n_draws_ == 12 and clf.predict(Xtr[:3]).shape == (3,)
     with pytest.raises(ValueError, match="features"):
         clf.partial_fit(Xtr[:, :5], ytr)
+    # a warm start is a fit: it needs the classes of the first, as the MT-SGD classifier's and
+    # MLPClassifier's do (a partial_fit chunk, above, may lack some); refused, nothing changes
+    before = clf.predict_proba(Xtr[:5])
+    with pytest.raises(ValueError, match=r"fitted on classes \[0, 1, 2\]; this y has \[0, 1\]"
+                                         r".*partial_fit"):
+        clf.fit(Xtr[ytr < 2], ytr[ytr < 2])
+    assert clf.n_draws_ == 12
+    np.testing.assert_array_equal(clf.predict_proba(Xtr[:5]), before)
     fresh = clf.set_params(warm_start=False).fit(Xtr[ytr < 2], ytr[ytr < 2])
     assert fresh.classes_.tolist() == [0, 1] and fresh.n_draws_ == 3
 

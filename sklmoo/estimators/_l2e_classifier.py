@@ -419,7 +419,8 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
         self
         """
         continuing = bool(self.warm_start and self.__sklearn_is_fitted__())
-        return self._fit(X, y, continuing, fit_params, sample_weight=sample_weight)
+        return self._fit(X, y, continuing, fit_params, sample_weight=sample_weight,
+                         every_class=True)
 
     def partial_fit(self, X, y=None, classes=None, sample_weight=None, **fit_params):
         """Continue the chains for ``max_epochs`` epochs and collect ``n_draws`` more draws
@@ -445,7 +446,8 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
         return self._fit(X, y, self.__sklearn_is_fitted__(), fit_params, classes=classes,
                          sample_weight=sample_weight)
 
-    def _fit(self, X, y, continuing, fit_params, classes=None, sample_weight=None):
+    def _fit(self, X, y, continuing, fit_params, classes=None, sample_weight=None,
+             every_class=False):
         X, y = self._dataset_targets(X, y)
         if not continuing:
             # a new fit replaces the fitted model whether or not it succeeds: the parameters
@@ -465,6 +467,15 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
             except ValueError as exc:
                 raise ValueError(f"cannot continue the chains: {exc} they were fitted on. Set "
                                  "warm_start=False (or call fit) to start new chains") from exc
+            present = np.unique(codes[codes >= 0])
+            if every_class and len(present) != len(self.classes_):
+                # a warm start is a fit: the classes of the first (as the MT-SGD classifier
+                # and scikit-learn's MLPClassifier require); a partial_fit chunk may lack some
+                raise ValueError(
+                    f"cannot continue the chains: they were fitted on classes "
+                    f"{self.classes_.tolist()}; this y has {self.classes_[present].tolist()}. "
+                    "Set warm_start=False to start new chains, or use partial_fit for a chunk "
+                    "without some classes")
             self._check_epoch_rows(len(codes))
             if self.module_.n_chains != self.n_chains:
                 raise ValueError(
