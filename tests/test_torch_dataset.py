@@ -140,9 +140,12 @@ def test_a_float64_memory_map_is_read_a_batch_at_a_time(tmp_path, make, kwargs, 
     broken = np.array(mapped)
     broken[7, 2] = np.nan
     np.save(tmp_path / "bad.npy", broken)
-    with pytest.raises(ValueError, match="row 7 has NaN or infinity"):
+    # checked before training (a chunk of rows at a time), as an array is
+    with pytest.raises(ValueError, match="X contains NaN or infinity in row 7$"):
         make(max_epochs=1, random_state=0, **kwargs).fit(
             np.load(tmp_path / "bad.npy", mmap_mode="r"), target)
+    with pytest.raises(ValueError, match="X contains NaN or infinity in row 7$"):
+        est.predict(np.load(tmp_path / "bad.npy", mmap_mode="r"))
 
 
 def test_read_only_memory_map_trains_as_the_array(tmp_path):

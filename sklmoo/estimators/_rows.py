@@ -183,6 +183,17 @@ def cast_on_read(X):
             and X.dtype.kind in "fiu" and X.dtype != np.float32)
 
 
+def check_finite_rows(X, chunk=65536):
+    """Raise a ValueError naming the first row of ``X`` with NaN or infinity, reading
+    ``chunk`` rows at a time (a memory map is never read whole into memory)."""
+    for start in range(0, len(X), chunk):
+        part = np.asarray(X[start:start + chunk]).reshape(min(chunk, len(X) - start), -1)
+        finite = np.isfinite(part).all(axis=1)
+        if not finite.all():
+            row = start + int(np.flatnonzero(~finite)[0])
+            raise ValueError(f"X contains NaN or infinity in row {row}")
+
+
 def as_dataset_rows(X):
     """``X`` as a :class:`DatasetRows` (itself when it is one: its first row is not read
     again)."""
