@@ -15,8 +15,8 @@ from sklearn.utils.validation import validate_data
 from .._io import atomic_files
 from ..samplers._optim import FUSED_ADAM_DEVICES, ParameterAverage
 from ._progress import ProgressLog
-from ._rows import (DatasetRows, RowBatches, RowData, as_dataset_rows, cast_on_read,
-                    check_finite_rows, max_abs, row_source, take_rows)
+from ._rows import (DatasetRows, RowBatches, RowData, as_dataset_rows, cast_on_read, max_abs,
+                    row_source, take_rows)
 from ._saved_params import check_files, checked_loads, files_to_load, restore, snapshot
 from ._targets import are_default_names
 from ._validation import ValidationSplit, user_stacklevel
@@ -229,9 +229,8 @@ class SklmooNetMixin:
         """Finite float32 ``X`` of any rank; on ``reset`` also the shape of one sample
         (``input_shape`` when images come flat)."""
         if cast_on_read(X):
-            # a memory map of float64 (or other numbers): read and cast a batch at a time,
-            # never copied whole
-            check_finite_rows(X)                   # an early error, as for an array
+            # a memory map of float64 (or other numbers): checked finite now, as an array is,
+            # then read and cast a batch at a time, never copied whole (DatasetRows)
             X = DatasetRows(X if reset else self._as_fit_layout(X))
         if isinstance(X, (torch.utils.data.Dataset, DatasetRows)):
             # a torch Dataset stays where it is: its rows are read a batch at a time, and

@@ -467,14 +467,13 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
             except ValueError as exc:
                 raise ValueError(f"cannot continue the chains: {exc} they were fitted on. Set "
                                  "warm_start=False (or call fit) to start new chains") from exc
-            present = np.unique(codes[codes >= 0])
-            if every_class and len(present) != len(self.classes_):
+            if every_class and len(np.unique(codes)) < len(self.classes_):
                 # a warm start is a fit: the classes of the first (as the MT-SGD classifier
                 # and scikit-learn's MLPClassifier require); a partial_fit chunk may lack some
                 raise ValueError(
                     f"cannot continue the chains: they were fitted on classes "
-                    f"{self.classes_.tolist()}; this y has {self.classes_[present].tolist()}. "
-                    "Set warm_start=False to start new chains, or use partial_fit for a chunk "
+                    f"{self.classes_.tolist()}; this y has "
+                    f"{self.classes_[np.unique(codes)].tolist()}. Set warm_start=False to start new chains, or use partial_fit for a chunk "
                     "without some classes")
             self._check_epoch_rows(len(codes))
             if self.module_.n_chains != self.n_chains:

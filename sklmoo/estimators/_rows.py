@@ -95,6 +95,9 @@ class DatasetRows:
     """
 
     def __init__(self, dataset, index=None):
+        if isinstance(dataset, np.ndarray):
+            # a memory map of another dtype (cast_on_read): checked once, before any batch
+            check_finite_rows(dataset)
         if isinstance(dataset, DatasetRows):
             base = dataset.index
             dataset = dataset.dataset
@@ -141,12 +144,13 @@ class DatasetRows:
         scalar = np.ndim(index) == 0 and not isinstance(index, slice)
         rows = self._positions(np.atleast_1d(index) if scalar else index)
         if isinstance(self.dataset, np.ndarray):
-            # a memory map of another dtype (cast_on_read): one gather, cast to float32
+            # a memory map of another dtype (cast_on_read), checked finite when wrapped: one
+            # gather, cast to float32
             where = rows if self.index is None else self.index[rows]
             out = np.asarray(self.dataset[where], dtype=np.float32)
-        else:
-            out = np.empty((len(rows), *self.shape[1:]), dtype=np.float32)
-        for j, i in enumerate(() if isinstance(self.dataset, np.ndarray) else rows):
+            return out[0] if scalar else out
+        out = np.empty((len(rows), *self.shape[1:]), dtype=np.float32)
+        for j, i in enumerate(rows):
             x = _as_float32(_input_part(self.dataset[self._position(i)]))
             if x.shape != self.shape[1:]:
                 raise ValueError(f"the dataset's row {self._position(i)} has an input of shape "
@@ -184,10 +188,12 @@ def cast_on_read(X):
 
 
 def check_finite_rows(X, chunk=65536):
-    """Raise a ValueError naming the first row of ``X`` with NaN or infinity, reading
-    ``chunk`` rows at a time (a memory map is never read whole into memory)."""
+    """Raise a ValueError naming the first row of ``X`` with NaN or infinity as float32 (a
+    value beyond float32's range too), reading ``chunk`` rows at a time (a memory map is
+    never read whole into memory)."""
     for start in range(0, len(X), chunk):
-        part = np.asarray(X[start:start + chunk]).reshape(min(chunk, len(X) - start), -1)
+        part = np.asarray(X[start:start + chunk], dtype=np.float32).reshape(
+            min(chunk, len(X) - start), -1)
         finite = np.isfinite(part).all(axis=1)
         if not finite.all():
             row = start + int(np.flatnonzero(~finite)[0])
