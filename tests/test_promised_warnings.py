@@ -40,6 +40,11 @@ HERE = "tests/test_promised_warnings.py"
 #: (documents (glob), regular expression over the whitespace-collapsed text without backticks,
 #: what backs it: "test_file.py::test_name" or "not a promise: why")
 CLAIMS = [
+    # a DataFrame-fitted estimator predicting on a memory map gets scikit-learn's warning
+    ("docs/changelog.rst", r"Predicting on a memory map after a DataFrame fit warns\*\* as "
+     r"predicting on any array without column names does",
+     "tests/test_torch_dataset.py::"
+     "test_a_memory_map_after_a_dataframe_fit_warns_as_an_array_does"),
     # L2E spreads its draws over steps, and still warns when the steps are too few
     ("docs/changelog.rst", r"max_epochs=8 with n_draws=10 and mini-batches \(seven an epoch\) "
      r"now collects 10 draws instead of 4 and a warning; the warning remains for fits with "

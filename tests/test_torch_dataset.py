@@ -155,3 +155,23 @@ def test_read_only_memory_map_trains_as_the_array(tmp_path):
     ref = MTSGDMultiTaskClassifier(max_epochs=3, random_state=0).fit(X, y)
     est = MTSGDMultiTaskClassifier(max_epochs=3, random_state=0).fit(mapped, y)
     np.testing.assert_array_equal(est.predict_proba(mapped), ref.predict_proba(X))
+
+
+def test_a_memory_map_after_a_dataframe_fit_warns_as_an_array_does(tmp_path):
+    # scikit-learn's "X does not have valid feature names" for an array without column names,
+    # on the memory-map path too (it does not go through validate_data)
+    import pandas as pd
+
+    X, y = _table()
+    frame = pd.DataFrame(X, columns=[f"c{i}" for i in range(X.shape[1])])
+    est = MTSGDMultiTaskClassifier(max_epochs=2, n_particles=2, random_state=0).fit(frame, y)
+    np.save(tmp_path / "X.npy", X.astype(np.float64))
+    mapped = np.load(tmp_path / "X.npy", mmap_mode="r")
+    with pytest.warns(UserWarning) as array_warnings:
+        est.predict_proba(X.astype(np.float64))
+    with pytest.warns(UserWarning) as map_warnings:
+        proba = est.predict_proba(mapped)
+    assert ([str(w.message) for w in map_warnings]
+            == [str(w.message) for w in array_warnings])
+    assert "does not have valid feature names" in str(map_warnings[0].message)
+    np.testing.assert_array_equal(proba, est.predict_proba(frame))

@@ -389,6 +389,22 @@ def test_weights_that_leave_one_class_are_a_clear_error(name, table, how):
     assert est.predict_proba(X).shape == (len(X), 3)
 
 
+@pytest.mark.parametrize("name", ["mtsgd", "l2e"])
+def test_a_warm_start_whose_weights_leave_one_class_is_refused(name, table):
+    # a warm start is a fit: refused as a new fit is, before anything changes; a partial_fit
+    # chunk may weigh one class
+    X, y, _, _ = table
+    est = _quiet_fit(MAKERS[name](warm_start=True), X, y)
+    before = _prediction(est, X)
+    with pytest.raises(ValueError, match=r"class\(es\) \[0, 1\] has a zero weight"):
+        est.fit(X, y, sample_weight=np.where(y == 2, 1.0, 0.0))
+    assert est.__sklearn_is_fitted__()
+    np.testing.assert_array_equal(_prediction(est, X), before)
+    _quiet_fit(est, X, y, sample_weight=np.where(y == 0, 0.0, 1.0))     # two classes: a fit
+    est.partial_fit(X, y, sample_weight=np.where(y == 2, 1.0, 0.0))
+    assert est.__sklearn_is_fitted__()
+
+
 def test_weights_that_leave_one_class_name_the_task(table):
     X, y, _, _ = table
     est = MAKERS["mtsgd"](class_weight=[None, {0: 0.0, 1: 1.0, 2: 0.0}])

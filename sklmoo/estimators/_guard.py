@@ -230,7 +230,12 @@ class SklmooNetMixin:
         (``input_shape`` when images come flat)."""
         if cast_on_read(X):
             # a memory map of float64 (or other numbers): checked finite now, as an array is,
-            # then read and cast a batch at a time, never copied whole (DatasetRows)
+            # then read and cast a batch at a time, never copied whole (DatasetRows); an
+            # array without column names, as scikit-learn's validate_data would say
+            if not reset and getattr(self, "feature_names_in_", None) is not None:
+                warnings.warn(f"X does not have valid feature names, but "
+                              f"{type(self).__name__} was fitted with feature names",
+                              UserWarning)
             X = DatasetRows(X if reset else self._as_fit_layout(X))
         if isinstance(X, (torch.utils.data.Dataset, DatasetRows)):
             # a torch Dataset stays where it is: its rows are read a batch at a time, and

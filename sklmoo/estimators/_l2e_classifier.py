@@ -473,8 +473,8 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
                 raise ValueError(
                     f"cannot continue the chains: they were fitted on classes "
                     f"{self.classes_.tolist()}; this y has "
-                    f"{self.classes_[np.unique(codes)].tolist()}. Set warm_start=False to start new chains, or use partial_fit for a chunk "
-                    "without some classes")
+                    f"{self.classes_[np.unique(codes)].tolist()}. Set warm_start=False to "
+                    "start new chains, or use partial_fit for a chunk without some classes")
             self._check_epoch_rows(len(codes))
             if self.module_.n_chains != self.n_chains:
                 raise ValueError(
@@ -482,6 +482,9 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
                     f"chains; this call has n_chains={self.n_chains}. Set warm_start=False (or "
                     "call fit) to start new chains")
             weight = self._row_weights(codes, sample_weight)
+            if every_class:
+                # ... and its weights keep two of them
+                check_weighted_classes(codes, weight, [self.classes_])
             self.fitted_ = False
         else:
             self.fitted_ = False

@@ -205,6 +205,9 @@ class MTSGDNetBase(SklmooNetMixin, NeuralNet):
         if self.warm_start and self.__sklearn_is_fitted__():
             X, targets = self._continue(X, y, partial=False)
             weight = self._row_weights(targets, sample_weight)
+            # a warm start is a fit: its weights keep two classes a task (partial_fit's chunks
+            # may weigh one)
+            self._check_fit_weights(targets, weight)
             self._initialize_rules()
         else:
             self.fitted_ = False
@@ -268,8 +271,8 @@ class MTSGDNetBase(SklmooNetMixin, NeuralNet):
                                    self._observed(targets))
 
     def _check_fit_weights(self, targets, weight):
-        """Checks of a fresh fit's weights (n, T) beyond their range (the classifier: every
-        task keeps two classes)."""
+        """Checks of a fit's weights (n, T) beyond their range, fresh or warm-started (the
+        classifier: every task keeps two classes)."""
 
     def _target_weights(self, targets, row_weight):
         """Per-target factors on top of the row weights (the classifier's class weights)."""

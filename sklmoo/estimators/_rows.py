@@ -187,14 +187,18 @@ def cast_on_read(X):
             and X.dtype.kind in "fiu" and X.dtype != np.float32)
 
 
+def _chunks(X, dtype, chunk=65536):
+    """``(first row, rows)`` of ``X`` read ``chunk`` rows at a time as ``dtype`` (a memory map
+    is never read whole into memory)."""
+    for start in range(0, len(X), chunk):
+        yield start, np.asarray(X[start:start + chunk], dtype=dtype)
+
+
 def check_finite_rows(X, chunk=65536):
     """Raise a ValueError naming the first row of ``X`` with NaN or infinity as float32 (a
-    value beyond float32's range too), reading ``chunk`` rows at a time (a memory map is
-    never read whole into memory)."""
-    for start in range(0, len(X), chunk):
-        part = np.asarray(X[start:start + chunk], dtype=np.float32).reshape(
-            min(chunk, len(X) - start), -1)
-        finite = np.isfinite(part).all(axis=1)
+    value beyond float32's range too), reading ``chunk`` rows at a time."""
+    for start, part in _chunks(X, np.float32, chunk):
+        finite = np.isfinite(part.reshape(len(part), -1)).all(axis=1)
         if not finite.all():
             row = start + int(np.flatnonzero(~finite)[0])
             raise ValueError(f"X contains NaN or infinity in row {row}")
@@ -213,11 +217,8 @@ def take_rows(X, index):
 
 def max_abs(X, chunk=65536):
     """The largest absolute value in ``X``, read a chunk of rows at a time (0 when empty)."""
-    out = 0.0
-    for start in range(0, len(X), chunk):
-        part = np.abs(np.asarray(X[start:start + chunk], dtype=np.float64))
-        out = max(out, float(part.max()) if part.size else 0.0)
-    return out
+    return max((float(np.abs(part).max()) for _, part in _chunks(X, np.float64, chunk)
+                if part.size), default=0.0)
 
 
 def row_source(dataset):
