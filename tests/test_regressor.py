@@ -364,3 +364,44 @@ def test_linear_mean_function_makes_a_linear_table_as_good_as_bayesian_ridge():
 def test_inverse_dynamics_arguments_are_checked(bad):
     with pytest.raises(ValueError, match="must be"):
         make_inverse_dynamics(**{"n_samples": 10, **bad})
+
+
+def test_the_linear_mean_functions_gate_keeps_networks_only_where_they_beat_it(tmp_path):
+    """With the linear mean function the networks are kept only when the validation rows show
+    them beating the training rows' Bayesian ridge alone (two standard errors): on a linear
+    table they do not, and the prediction is BayesianRidge's on every row (mean and
+    standard deviation); on a curved one they do. The gate is saved with the parameters, and
+    a file saved without one loads with the networks used."""
+    from sklearn.linear_model import BayesianRidge
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(900, 5))
+    y = X @ rng.normal(size=5) + 0.5 * rng.normal(size=900)
+    X_tr, X_te, y_tr = X[:600], X[600:], y[:600]
+    reg = MTSGDRegressor(n_particles=3, max_epochs=20, random_state=0,
+                         mean_function="linear").fit(X_tr, y_tr)
+    assert reg.n_valid_ >= 30 and not reg.networks_used_.any()
+    assert not reg.heteroscedastic_.any() and reg.variance_scale_.tolist() == [1.0]
+    mean, std = BayesianRidge().fit(X_tr, y_tr).predict(X_te, return_std=True)
+    got_mean, got_std = reg.predict(X_te, return_std=True)
+    np.testing.assert_allclose(got_mean, mean, rtol=1e-3, atol=1e-3 * np.std(y_tr))
+    np.testing.assert_allclose(got_std, std, rtol=1e-3)
+    # the networks are unused: another seed predicts the same
+    other = clone(reg).set_params(random_state=1).fit(X_tr, y_tr)
+    np.testing.assert_allclose(other.predict(X_te), got_mean, rtol=1e-5, atol=1e-6)
+    curved = np.sin(2 * X_tr[:, 0]) + X_tr[:, 1] ** 2 + 0.3 * rng.normal(size=600)
+    kept = clone(reg).fit(X_tr, curved)
+    assert kept.networks_used_.all()
+    # saved and loaded with the parameters
+    reg.save_params(f_params=tmp_path / "gated.pt")
+    fresh = kept                                         # fitted on the same features
+    fresh.load_params(f_params=tmp_path / "gated.pt")
+    assert not fresh.networks_used_.any()
+    np.testing.assert_array_equal(fresh.predict(X_te), reg.predict(X_te))
+    # a file from before the gate: the networks were always used
+    state = torch.load(tmp_path / "gated.pt")
+    del state["output_map.gate"]
+    torch.save(state, tmp_path / "old.pt")
+    fresh.load_params(f_params=tmp_path / "old.pt")
+    assert fresh.networks_used_.all()
+    np.testing.assert_array_equal(fresh.module_.output_map.gate.numpy(), [1.0])

@@ -139,15 +139,16 @@ class MTSGDRegressor(RegressorMixin, MTSGDNetBase):
         overrides it); see :ref:`ug-mtsgd`.
     mean_function : {'auto', 'kernel', 'linear'} or None, default='auto'
         What the networks build on. 'kernel': per output, a Gaussian process (constant +
-        linear + RBF kernel on the standardised inputs, its hyperparameters at the posterior
-        mode under weak priors; the RBF part kept only when a cross-validation on the
-        training rows favours it) is fitted on the training rows; the networks learn its
-        residuals, and after training they are kept for an output only if the validation
-        rows show the pooled prediction beating the GP's alone by more than two standard
-        errors (at least 30 validation rows; without a validation split, never); otherwise
-        that output's GP is refitted on every row and predicts alone (``networks_used_``).
-        'linear': one :class:`~sklearn.linear_model.BayesianRidge` per output, fitted on all
-        rows, under every particle (up to 1,000 flattened input features). The latent
+        linear + RBF kernel on the standardised inputs, the RBF part kept only when a
+        cross-validation on the training rows favours it) is fitted on the training rows;
+        the networks learn its residuals, and after training they are kept for an output
+        only if the validation rows show the pooled prediction beating the GP's alone by
+        more than two standard errors (at least 30 validation rows; without a validation
+        split, never); otherwise that output's GP is refitted on every row and predicts
+        alone (``networks_used_``). 'linear': one :class:`~sklearn.linear_model.BayesianRidge`
+        per output, fitted on all rows, under every particle (up to 1,000 flattened input
+        features), its networks gated likewise against a ridge of the training rows (kept
+        below 30 validation rows). The latent
         posterior variance of either is counted as epistemic. 'auto': 'kernel' up to 1,000
         rows and 100 features, else 'linear'. None: the networks fit the standardised targets
         alone. A continued fit keeps the mean function of the fit it continues. See
@@ -221,7 +222,7 @@ class MTSGDRegressor(RegressorMixin, MTSGDNetBase):
         The kernel of the last fit (``kernel`` resolved).
     networks_used_ : ndarray of shape (n_outputs,), dtype=bool
         Per output, whether the networks add to the mean function's prediction (False: the
-        kernel mean function predicts alone, see ``mean_function``).
+        mean function predicts alone, see ``mean_function``).
     heteroscedastic_ : ndarray of shape (n_outputs,), dtype=bool
         Per output, whether the predicted noise depends on the input.
     variance_scale_ : ndarray of shape (n_outputs,)
@@ -353,7 +354,7 @@ class MTSGDRegressor(RegressorMixin, MTSGDNetBase):
         super()._after_load_params()
         self.y_mean_, self.y_scale_ = self.module_.target_moments.detach().cpu().numpy().copy()
         mean = self.module_.output_map
-        if isinstance(mean, KernelMean):
+        if isinstance(mean, (KernelMean, LinearMean)):
             self.networks_used_ = mean.gate.cpu().numpy() > 0
         self.heteroscedastic_ = self._noise_by_input()
 
@@ -551,20 +552,37 @@ class MTSGDRegressor(RegressorMixin, MTSGDNetBase):
             self._first_kernel_fits = self._kernel_fits(X, targets, row_weight, rows)
             mean.set(self._first_kernel_fits, scale_floor=RESIDUAL_SCALE_FLOOR)
             return
+        fits = self._linear_fits(X, targets, row_weight)
+        mean.set(*fits)
+        # the networks' gate (:meth:`_set_gates`) compares them with a linear model that has
+        # not seen the validation rows: the training rows' own (a validation set of other rows
+        # was never in X)
+        self._first_linear_fits = None
+        if valid is not None and len(valid) >= GATE_MIN_ROWS:
+            if getattr(valid, "validation_rows", None) is not None:
+                self._first_linear_fits = fits
+            elif hasattr(train, "indices"):
+                rows = np.zeros(len(X), dtype=bool)
+                rows[np.asarray(train.indices, dtype=np.int64)] = True
+                self._first_linear_fits = self._linear_fits(X, targets, row_weight, rows)
+
+    def _linear_fits(self, X, targets, row_weight, rows=None):
+        """``LinearMean.set``'s arguments: per output, a :class:`BayesianRidge` fit on its
+        observed, weighted targets of the rows ``rows`` (a mask; None: all)."""
         d, T = int(np.prod(X.shape[1:])), self.n_outputs_
         weight, bias = np.zeros((T, d)), np.zeros(T)
         scale, center, covariance = np.ones(T), np.zeros((T, d)), np.zeros((T, d, d))
         for t in range(T):
-            rows = ~np.isnan(targets[:, t])
-            if rows.sum() >= 2:
+            observed = ~np.isnan(targets[:, t]) & (True if rows is None else rows)
+            if observed.sum() >= 2:
                 # BayesianRidge's fit, from statistics streamed over X (no float64 copy)
-                linear = fit_evidence_ridge(X, targets[:, t], rows, row_weight[:, t])
+                linear = fit_evidence_ridge(X, targets[:, t], observed, row_weight[:, t])
                 weight[t], bias[t] = linear.coef, linear.intercept
                 center[t], covariance[t] = linear.center, linear.sigma
                 # the floor is a fraction of the target's spread (1 when standardised)
-                spread = float(np.std(targets[rows, t])) or 1.0
+                spread = float(np.std(targets[observed, t])) or 1.0
                 scale[t] = max(np.sqrt(1.0 / linear.alpha), RESIDUAL_SCALE_FLOOR * spread)
-        mean.set(weight, bias, scale, center, covariance)
+        return weight, bias, scale, center, covariance
 
     def _start_training(self):
         # a continued fit trains with the constant noise; its noise maps are fitted again after
@@ -575,8 +593,9 @@ class MTSGDRegressor(RegressorMixin, MTSGDNetBase):
         try:
             return super()._fit_epochs(*args, **kwargs)
         finally:
-            # the training rows' GP fits serve :meth:`_after_epochs` only, also after a failure
+            # the training rows' fits serve :meth:`_after_epochs` only, also after a failure
             self.__dict__.pop("_first_kernel_fits", None)
+            self.__dict__.pop("_first_linear_fits", None)
 
     def _kernel_fits(self, X, targets, row_weight, rows, tasks=None, first=None):
         """One :class:`KernelFit` per output on ``rows`` (its observed, weighted targets;
@@ -611,22 +630,36 @@ class MTSGDRegressor(RegressorMixin, MTSGDNetBase):
                 and getattr(self, "_new_mean_function", False))
 
     def _after_epochs(self, X, targets, weight, train, valid):
-        """After training: the kernel mean function's gates (:meth:`_set_gates`), then the
-        noise maps (:meth:`_fit_noise_maps`)."""
+        """After training: the kernel mean function's gates (:meth:`_set_gates`), the noise
+        maps (:meth:`_fit_noise_maps`), then the linear mean function's gates, which judge the
+        networks with their noise maps (an output whose gate closes loses its map)."""
         self._set_gates(X, targets, weight, valid)
         self._fit_noise_maps(X, targets, weight, train, valid)
+        mean = self.module_.output_map
+        if isinstance(mean, LinearMean) and getattr(self, "_new_mean_function", False):
+            self._set_linear_gates(X, targets, weight, valid)
+            self.networks_used_ = mean.gate.cpu().numpy() > 0
+            for head, used in zip(self._noise_heads(), self.networks_used_):
+                if not used:
+                    head.set_noise_map()
+            self.heteroscedastic_ = self._noise_by_input()
 
     def _set_gates(self, X, targets, weight, valid):
-        """With a new kernel mean function: per output, the networks keep adding to the GP only
-        if the pooled prediction's validation NLL beats the GP's alone by more than
-        ``GATE_MARGIN`` standard errors (paired over at least ``GATE_MIN_ROWS`` rows);
-        otherwise their gate closes and that output's GP is refitted on every row
-        (``networks_used_``). Without validation rows every gate closes."""
+        """With a new mean function: per output, the networks keep adding to it only if the
+        pooled prediction's validation NLL beats the mean function's alone by more than
+        ``GATE_MARGIN`` standard errors (paired over at least ``GATE_MIN_ROWS`` rows;
+        ``networks_used_``). Kernel: the GP of the training rows judged, a closed gate's GP
+        refitted on every row; without validation rows every gate closes. Linear: after the
+        noise maps (:meth:`_set_linear_gates`)."""
         mean = self.module_.output_map
         T = self.n_outputs_
+        self.networks_used_ = np.ones(T, dtype=bool)
+        if isinstance(mean, LinearMean):
+            # a new one's gates are set after the noise maps (:meth:`_after_epochs`)
+            self.networks_used_ = mean.gate.cpu().numpy() > 0
+            return
         # the training rows' GP fits (:meth:`_fit_mean_function`), needed only here
         first = getattr(self, "_first_kernel_fits", None)
-        self.networks_used_ = np.ones(T, dtype=bool)
         if not isinstance(mean, KernelMean) or not getattr(self, "_new_mean_function", False):
             if isinstance(mean, KernelMean):
                 self.networks_used_ = mean.gate.cpu().numpy() > 0
@@ -637,24 +670,7 @@ class MTSGDRegressor(RegressorMixin, MTSGDNetBase):
             self.networks_used_[:] = False
             mean.set_gate(np.zeros(T))
             return
-        X_valid, t_valid, w_valid = self._subset_rows(valid, X, targets, weight)
-        losses = []
-        for gate in (1.0, 0.0):
-            mean.set_gate(np.full(T, gate))
-            outputs = self._valid_outputs(X_valid)
-            losses.append([self._pooled_nll(o, torch.as_tensor(t_valid[:, t])).numpy()
-                           for t, o in enumerate(outputs)])
-        off = []
-        for t in range(T):
-            rows = ~np.isnan(t_valid[:, t]) & (w_valid[:, t] > 0)
-            if rows.sum() < GATE_MIN_ROWS:
-                off.append(t)
-                continue
-            w = w_valid[rows, t] / w_valid[rows, t].mean()
-            diff = w * (losses[0][t][rows] - losses[1][t][rows])
-            se = diff.std(ddof=1) / np.sqrt(rows.sum())
-            if not diff.mean() + GATE_MARGIN * se < 0:
-                off.append(t)
+        off = self._closed_gates(mean, *self._subset_rows(valid, X, targets, weight))
         self.networks_used_[off] = False
         if off:
             # up to RESELECT_MAX_ROWS rows the kernel is chosen again too (on a small table
@@ -664,6 +680,55 @@ class MTSGDRegressor(RegressorMixin, MTSGDNetBase):
                                        first=first),
                      scale_floor=RESIDUAL_SCALE_FLOOR)
         mean.set_gate(self.networks_used_.astype(float))
+
+    def _set_linear_gates(self, X, targets, weight, valid):
+        """:meth:`_set_gates` for a new linear mean function: the networks (with their noise
+        maps, recalibrated as they will predict) against the training rows' Bayesian ridge,
+        put in place of the every-row one for the comparison (that one predicts). Without
+        ``GATE_MIN_ROWS`` validation rows (or with a custom split) every gate stays open."""
+        first = getattr(self, "_first_linear_fits", None)
+        if first is None:
+            return
+        mean = self.module_.output_map
+        kept = {name: buffer.clone() for name, buffer in mean.state_dict().items()}
+        try:
+            mean.set(*first)
+            off = self._closed_gates(mean, *self._subset_rows(valid, X, targets, weight),
+                                     recalibrate=self.calibration is not None)
+        finally:
+            mean.load_state_dict(kept)
+        gate = np.ones(self.n_outputs_)
+        gate[off] = 0.0
+        mean.set_gate(gate)
+
+    def _closed_gates(self, mean, X_valid, t_valid, w_valid, recalibrate=False):
+        """The outputs whose networks do not show, on the validation rows, a pooled NLL below
+        the mean function's alone by more than ``GATE_MARGIN`` standard errors of the paired
+        per-row difference (or that have fewer than ``GATE_MIN_ROWS`` such rows); with
+        ``recalibrate``, the networks' NLL after the rows' variance factor (as they would
+        predict)."""
+        outputs = {}
+        for gate in (1.0, 0.0):
+            mean.set_gate(np.full(self.n_outputs_, gate))
+            outputs[gate] = self._valid_outputs(X_valid)
+        off = []
+        for t in range(self.n_outputs_):
+            rows = ~np.isnan(t_valid[:, t]) & (w_valid[:, t] > 0)
+            if rows.sum() < GATE_MIN_ROWS:
+                off.append(t)
+                continue
+            w = w_valid[rows, t] / w_valid[rows, t].mean()
+            losses = []
+            for gate, out in outputs.items():
+                out = out[t][torch.as_tensor(rows)].double()
+                losses.append(_recalibrated_nll(out[..., 0].T, out[..., 1].T ** 2,
+                                                t_valid[rows, t], w_valid[rows, t],
+                                                recalibrate and gate == 1.0))
+            diff = w * (losses[0] - losses[1])
+            se = diff.std(ddof=1) / np.sqrt(rows.sum())
+            if not diff.mean() + GATE_MARGIN * se < 0:
+                off.append(t)
+        return off
 
     def _heads_mode(self):
         """What the module's Gaussian heads were built for (True, False or 'auto'), or None

@@ -9,7 +9,7 @@ import copy
 import torch
 
 from .._io import backed_by_storage, check_torch_archive, read_json, tensor_bytes
-from ..nn import SampleStore
+from ..nn import LinearMean, SampleStore
 from ..nn._kernel_mean import KernelMean
 
 #: what a file may declare beyond twice the bytes of the state it replaces (its pickled
@@ -205,6 +205,16 @@ def _all_finite(tensor):
                for piece in tensor.reshape(-1).split(1 << 22))
 
 
+def _open_missing_linear_gates(module, state_dict):
+    """A file saved before :class:`~sklmoo.nn.LinearMean` had its networks' gate: open (the
+    networks always added to it then), written into ``state_dict``."""
+    for name, mod in module.named_modules():
+        prefix = f"{name}." if name else ""
+        if (isinstance(mod, LinearMean) and f"{prefix}gate" not in state_dict
+                and f"{prefix}weight" in state_dict):
+            state_dict[f"{prefix}gate"] = torch.ones_like(mod.gate)
+
+
 def _some(keys, n=8):
     keys = list(keys)
     return str(keys[:n]) + (f" and {len(keys) - n} more" if len(keys) > n else "")
@@ -216,6 +226,7 @@ def checked_loads(module, source):
     (a load pre-hook, removed on exit: nothing of it is pickled with the estimator)."""
     def hook(mod, state_dict, prefix, *args):
         if prefix == "":
+            _open_missing_linear_gates(mod, state_dict)
             check_state_dict(mod, state_dict, source)
 
     handle = module.register_load_state_dict_pre_hook(hook)

@@ -331,14 +331,17 @@ class LinearMean(nn.Module):
     input batch and the per-task particle outputs (T tensors (batch, M, 2): a Gaussian head's
     mean m and standard deviation :math:`\sigma`) and returns T tensors (batch, M, 3):
 
-    .. math:: \mu_t(x) + s_t\, m, \qquad \sqrt{s_t^2 \sigma^2 + v_t(x)}, \qquad \sqrt{v_t(x)},
+    .. math:: \mu_t(x) + g_t s_t\, m, \qquad \sqrt{g_t s_t^2 \sigma^2 + (1 - g_t) s_t^2
+              + v_t(x)}, \qquad \sqrt{v_t(x)},
 
     where, on the flattened input, :math:`\mu_t(x) = w_t^\top x + b_t` is task t's linear
     mean, :math:`v_t(x) = \lVert L_t^\top (x - c_t) \rVert^2` its posterior variance
     (:math:`L_t L_t^\top = \Sigma_t`, the weights' posterior covariance) and :math:`s_t` the
     scale of its residuals: each particle's mean and predictive standard deviation, and the
     standard deviation of the part that comes from the linear weights (the same for every
-    particle, so that it can be reported as epistemic). The variance is computed in float64
+    particle, so that it can be reported as epistemic). :math:`g_t` is the networks' gate
+    (:meth:`set_gate`): 1 (default), or 0 for the linear model's predictive distribution
+    alone. The variance is computed in float64
     and leaves as a standard deviation: for inputs far outside the training data its square
     would overflow float32 long before it does. Until :meth:`set` is called it passes m and
     :math:`\sigma` through and adds a channel of zeros (zero mean and variance, unit scale).
@@ -363,6 +366,14 @@ class LinearMean(nn.Module):
         self.register_buffer("center", torch.zeros(n_tasks, in_features))
         self.register_buffer("factor", torch.zeros(n_tasks, in_features, in_features))
         self.register_buffer("fitted", torch.tensor(False))
+        self.register_buffer("gate", torch.ones(n_tasks))
+
+    def set_gate(self, gate):
+        r"""Per task (n_tasks,), 1: the particles add to the linear model; 0: it predicts
+        alone (mean :math:`\mu_t(x)`, variance :math:`s_t^2 + v_t(x)`, Bayesian ridge's
+        predictive distribution)."""
+        with torch.no_grad():
+            self.gate.copy_(torch.as_tensor(gate, dtype=self.gate.dtype))
 
     def set(self, weight, bias, scale=None, center=None, covariance=None):
         """Copy a fitted (n_tasks, in_features) weight and (n_tasks,) bias in, with the
@@ -409,21 +420,27 @@ class LinearMean(nn.Module):
         out = []
         for t, o in enumerate(outputs):
             o_mean, o_std = o[..., :1], o[..., 1:2]
-            scale = self.scale[t].to(o.dtype)
+            scale, gate = self.scale[t].to(o.dtype), self.gate[t].to(o.dtype)
             linear = variance[:, t, None, None].expand_as(o_mean)
-            std = ((scale * o_std).to(linear.dtype) ** 2 + linear).sqrt()
-            out.append(torch.cat([mean[:, t, None, None].to(o.dtype) + scale * o_mean,
+            # gate 1: the particles' scaled noise; 0: the linear model's own, s^2 (float64)
+            g = self.gate[t].to(linear.dtype)
+            noise = (g * (scale * o_std).to(linear.dtype) ** 2
+                     + (1 - g) * self.scale[t].to(linear.dtype) ** 2)
+            std = (noise + linear).sqrt()
+            out.append(torch.cat([mean[:, t, None, None].to(o.dtype) + gate * scale * o_mean,
                                   std.to(o.dtype), linear.sqrt().to(o.dtype)], dim=-1))
         return tuple(out)
 
     def variance_coefficient(self, t):
-        r"""c in task t's variance :math:`c\,\sigma^2 + v_t(x)`: :math:`s_t^2`."""
-        return float(self.scale[t]) ** 2
+        r"""c in task t's variance :math:`c\,\sigma^2 + \text{rest}(x)`: :math:`g_t s_t^2`."""
+        return float(self.gate[t]) * float(self.scale[t]) ** 2
 
     def task_pullback(self, t, head_outputs, mapped, cotangent):
-        """Task t's :func:`gaussian_map_pullback` (mean coefficient s_t, variance s_t^2)."""
-        scale = self.scale[t]
-        return gaussian_map_pullback(scale, scale ** 2, head_outputs, mapped, cotangent)
+        """Task t's :func:`gaussian_map_pullback` (mean coefficient g_t s_t, variance
+        g_t s_t^2)."""
+        scale, gate = self.scale[t], self.gate[t]
+        return gaussian_map_pullback(gate * scale, gate * scale ** 2, head_outputs, mapped,
+                                     cotangent)
 
 
 class MultiTaskParticleNet(nn.Module):
