@@ -392,6 +392,12 @@ def test_the_linear_mean_functions_gate_keeps_networks_only_where_they_beat_it(t
     curved = np.sin(2 * X_tr[:, 0]) + X_tr[:, 1] ** 2 + 0.3 * rng.normal(size=600)
     kept = clone(reg).fit(X_tr, curved)
     assert kept.networks_used_.all()
+    # noise heads that are set aside do not make the noise depend on the input (nor with the
+    # kernel mean function, whose gates all close on 40 rows: 8 validation rows)
+    for est in (clone(reg).set_params(heteroscedastic=True).fit(X_tr, y_tr),
+                MTSGDRegressor(n_particles=2, max_epochs=2, heteroscedastic=True,
+                               random_state=0).fit(X_tr[:40], y_tr[:40])):
+        assert not est.networks_used_.any() and not est.heteroscedastic_.any()
     # saved and loaded with the parameters
     reg.save_params(f_params=tmp_path / "gated.pt")
     fresh = kept                                         # fitted on the same features

@@ -683,8 +683,10 @@ class MTSGDRegressor(RegressorMixin, MTSGDNetBase):
 
     def _set_linear_gates(self, X, targets, weight, valid):
         """:meth:`_set_gates` for a new linear mean function: the networks (with their noise
-        maps, recalibrated as they will predict) against the training rows' Bayesian ridge,
-        put in place of the every-row one for the comparison (that one predicts). Without
+        maps) against the training rows' Bayesian ridge, put in place of the every-row one
+        for the comparison (that one predicts), each recalibrated on the validation rows as
+        ``calibration`` would, so that a variance off by a constant factor counts against
+        neither. Without
         ``GATE_MIN_ROWS`` validation rows (or with a custom split) every gate stays open."""
         first = getattr(self, "_first_linear_fits", None)
         if first is None:
@@ -705,8 +707,7 @@ class MTSGDRegressor(RegressorMixin, MTSGDNetBase):
         """The outputs whose networks do not show, on the validation rows, a pooled NLL below
         the mean function's alone by more than ``GATE_MARGIN`` standard errors of the paired
         per-row difference (or that have fewer than ``GATE_MIN_ROWS`` such rows); with
-        ``recalibrate``, the networks' NLL after the rows' variance factor (as they would
-        predict)."""
+        ``recalibrate``, each NLL after the rows' own variance factor."""
         outputs = {}
         for gate in (1.0, 0.0):
             mean.set_gate(np.full(self.n_outputs_, gate))
@@ -723,7 +724,7 @@ class MTSGDRegressor(RegressorMixin, MTSGDNetBase):
                 out = out[t][torch.as_tensor(rows)].double()
                 losses.append(_recalibrated_nll(out[..., 0].T, out[..., 1].T ** 2,
                                                 t_valid[rows, t], w_valid[rows, t],
-                                                recalibrate and gate == 1.0))
+                                                recalibrate))
             diff = w * (losses[0] - losses[1])
             se = diff.std(ddof=1) / np.sqrt(rows.sum())
             if not diff.mean() + GATE_MARGIN * se < 0:
@@ -740,9 +741,10 @@ class MTSGDRegressor(RegressorMixin, MTSGDNetBase):
 
     def _noise_by_input(self):
         """Per output, whether the fitted heads' noise depends on the input
-        (``heteroscedastic_``)."""
-        return np.array([bool(h.heteroscedastic or h.noise_map_active)
-                         for h in self.module_.heads])
+        (``heteroscedastic_``): not where the mean function predicts alone."""
+        by_input = np.array([bool(h.heteroscedastic or h.noise_map_active)
+                             for h in self.module_.heads])
+        return by_input & np.asarray(getattr(self, "networks_used_", True), dtype=bool)
 
     def _noise_heads(self):
         """The heads that carry a noise map (heteroscedastic='auto'), one per output, or []."""
