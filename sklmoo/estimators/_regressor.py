@@ -686,8 +686,8 @@ class MTSGDRegressor(RegressorMixin, MTSGDNetBase):
         maps) against the training rows' Bayesian ridge, put in place of the every-row one
         for the comparison (that one predicts), each recalibrated on the validation rows as
         ``calibration`` would, so that a variance off by a constant factor counts against
-        neither. Without
-        ``GATE_MIN_ROWS`` validation rows (or with a custom split) every gate stays open."""
+        neither. Without ``GATE_MIN_ROWS`` validation rows (or with a custom split) every
+        gate stays open."""
         first = getattr(self, "_first_linear_fits", None)
         if first is None:
             return
@@ -880,8 +880,8 @@ class MTSGDRegressor(RegressorMixin, MTSGDNetBase):
                     targets_valid[:, t], mean[:, t], std[:, t],
                     narrowing_margin=NARROWING_MARGIN,
                     sample_weight=None if weight is None else weight[:, t])
-            # an output whose networks were switched off has its GP refitted on every row,
-            # the validation rows included: they cannot calibrate it
+            # an output whose networks were switched off has its mean function fitted on every
+            # row, the validation rows included: they cannot calibrate it
             self.variance_scale_[~getattr(self, "networks_used_", True)] = 1.0
         self._store_recalibration(self.variance_scale_)
 
