@@ -386,6 +386,14 @@ def test_the_linear_mean_functions_gate_keeps_networks_only_where_they_beat_it(t
     got_mean, got_std = reg.predict(X_te, return_std=True)
     np.testing.assert_allclose(got_mean, mean, rtol=1e-3, atol=1e-3 * np.std(y_tr))
     np.testing.assert_allclose(got_std, std, rtol=1e-3)
+    # ... with the ridge's own noise scale, also where it is far below the target's spread
+    # (the networks' units are floored at 5 % of it)
+    precise = X_tr @ np.arange(1.0, 6.0) + 0.02 * rng.normal(size=600)
+    sharp = clone(reg).fit(X_tr, precise)
+    assert not sharp.networks_used_.any()
+    np.testing.assert_allclose(sharp.predict(X_te, return_std=True)[1],
+                               BayesianRidge().fit(X_tr, precise).predict(X_te, True)[1],
+                               rtol=1e-3)
     # the networks are unused: another seed predicts the same
     other = clone(reg).set_params(random_state=1).fit(X_tr, y_tr)
     np.testing.assert_allclose(other.predict(X_te), got_mean, rtol=1e-5, atol=1e-6)
@@ -411,3 +419,38 @@ def test_the_linear_mean_functions_gate_keeps_networks_only_where_they_beat_it(t
     fresh.load_params(f_params=tmp_path / "old.pt")
     assert fresh.networks_used_.all()
     np.testing.assert_array_equal(fresh.module_.output_map.gate.numpy(), [1.0])
+
+
+def test_the_linear_gate_per_output_and_continued_fits():
+    """Per output: a linear output's gate closes while a curved one's stays open, also when
+    the curved one has fewer than 30 observed validation rows (too few to judge: kept). A
+    continued fit leaves a closed output out of the trunk's task weights (its loss no longer
+    depends on the networks: MT-SGD's min-norm weights would give it all of them) and keeps
+    improving the open one."""
+    rng = np.random.default_rng(0)
+    n = 1200
+    X = rng.normal(size=(n, 5)).astype(np.float32)
+    Y = np.column_stack([X @ rng.normal(size=5) + 0.5 * rng.normal(size=n),
+                         np.sin(2 * X[:, 0]) + X[:, 1] ** 2 + 0.3 * rng.normal(size=n)])
+    sparse = Y[:900].copy()
+    sparse[rng.permutation(900)[:780], 1] = np.nan            # ~24 observed validation rows
+    few = MTSGDRegressor(n_particles=3, max_epochs=20, random_state=0,
+                         mean_function="linear").fit(X[:900], sparse)
+    assert few.networks_used_.tolist() == [False, True]
+    reg = MTSGDRegressor(n_particles=3, max_epochs=5, random_state=0,
+                         mean_function="linear").partial_fit(X, Y)
+    assert reg.networks_used_.tolist() == [False, True]
+    X_te = rng.normal(size=(1000, 5)).astype(np.float32)
+    curve = np.sin(2 * X_te[:, 0]) + X_te[:, 1] ** 2
+
+    def mse():
+        return float(np.mean((reg.predict(X_te)[:, 1] - curve) ** 2))
+
+    before, epochs = mse(), len(reg.history_)
+    for _ in range(2):
+        reg.partial_fit(X, Y)
+    assert reg.networks_used_.tolist() == [False, True]
+    np.testing.assert_array_equal(
+        [e["task_weights_mean"] for e in reg.history_[epochs:]], [[0.0, 1.0]] * (
+            len(reg.history_) - epochs))
+    assert mse() < before

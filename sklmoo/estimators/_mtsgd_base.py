@@ -424,6 +424,11 @@ class MTSGDNetBase(SklmooNetMixin, NeuralNet):
         """Called once the rows are split, before the fit changes anything of the model (a
         continuation refused before this point keeps it whole; no-op here)."""
 
+    def _stepped_losses(self, losses):
+        """The task losses (a list, None for a task without a target in the batch) that the
+        particle step follows: all of them here."""
+        return losses
+
     def _fit_mean_function(self, X, targets, weight, train=None, valid=None):
         """Fit the prior mean function of a new fit on its rows ``X``, ``targets`` with their
         (n, T) ``weight`` (every row with a target; ``train`` / ``valid``: the split's
@@ -576,7 +581,7 @@ class MTSGDNetBase(SklmooNetMixin, NeuralNet):
                                            inputs=Xi)
         try:
             info = multitask_particle_step(
-                self.module_, losses,
+                self.module_, self._stepped_losses(losses),
                 trunk_rule, head_rule, function_space)
         except FloatingPointError as exc:
             raise FloatingPointError(f"sampler diverged in epoch {epoch}: {exc}") from exc

@@ -552,7 +552,7 @@ class MTSGDRegressor(RegressorMixin, MTSGDNetBase):
             self._first_kernel_fits = self._kernel_fits(X, targets, row_weight, rows)
             mean.set(self._first_kernel_fits, scale_floor=RESIDUAL_SCALE_FLOOR)
             return
-        fits = self._linear_fits(X, targets, row_weight)
+        fits, self._linear_noise = self._linear_fits(X, targets, row_weight)
         mean.set(*fits)
         # the networks' gate (:meth:`_set_gates`) compares them with a linear model that has
         # not seen the validation rows: the training rows' own (a validation set of other rows
@@ -560,18 +560,21 @@ class MTSGDRegressor(RegressorMixin, MTSGDNetBase):
         self._first_linear_fits = None
         if valid is not None and len(valid) >= GATE_MIN_ROWS:
             if getattr(valid, "validation_rows", None) is not None:
-                self._first_linear_fits = fits
+                self._first_linear_fits = fits, self._linear_noise
             elif hasattr(train, "indices"):
                 rows = np.zeros(len(X), dtype=bool)
                 rows[np.asarray(train.indices, dtype=np.int64)] = True
                 self._first_linear_fits = self._linear_fits(X, targets, row_weight, rows)
 
     def _linear_fits(self, X, targets, row_weight, rows=None):
-        """``LinearMean.set``'s arguments: per output, a :class:`BayesianRidge` fit on its
-        observed, weighted targets of the rows ``rows`` (a mask; None: all)."""
+        """``(LinearMean.set's arguments, noise)``: per output, a :class:`BayesianRidge` fit
+        on its observed, weighted targets of the rows ``rows`` (a mask; None: all); its
+        residual scale floored at ``RESIDUAL_SCALE_FLOOR`` of the target's spread for the
+        networks, and unfloored (``noise``, (T,)) for the ridge predicting alone."""
         d, T = int(np.prod(X.shape[1:])), self.n_outputs_
         weight, bias = np.zeros((T, d)), np.zeros(T)
         scale, center, covariance = np.ones(T), np.zeros((T, d)), np.zeros((T, d, d))
+        noise = np.ones(T)
         for t in range(T):
             observed = ~np.isnan(targets[:, t]) & (True if rows is None else rows)
             if observed.sum() >= 2:
@@ -581,21 +584,38 @@ class MTSGDRegressor(RegressorMixin, MTSGDNetBase):
                 center[t], covariance[t] = linear.center, linear.sigma
                 # the floor is a fraction of the target's spread (1 when standardised)
                 spread = float(np.std(targets[observed, t])) or 1.0
-                scale[t] = max(np.sqrt(1.0 / linear.alpha), RESIDUAL_SCALE_FLOOR * spread)
-        return weight, bias, scale, center, covariance
+                noise[t] = np.sqrt(1.0 / linear.alpha)
+                scale[t] = max(noise[t], RESIDUAL_SCALE_FLOOR * spread)
+        return (weight, bias, scale, center, covariance), noise
 
     def _start_training(self):
         # a continued fit trains with the constant noise; its noise maps are fitted again after
         # (reset only now: a continuation refused for its validation set keeps them)
         self._reset_noise_maps()
+        # outputs whose mean function predicts alone (a continued fit keeps its gates), read
+        # once here rather than from the module at every step
+        gate = getattr(self.module_.output_map, "gate", None)
+        self._switched_off = (None if gate is None
+                              else (gate.detach().cpu().numpy() == 0).tolist())
+
+    def _stepped_losses(self, losses):
+        """The output losses the particle step follows: an output whose gate is closed (a
+        continued fit) is left out while another is trained, as an output without a target
+        in the batch is. Its loss no longer depends on the networks, and MT-SGD's min-norm
+        task weights would otherwise give it the trunk's whole weight: the others' scores
+        drop out and the trunks move by the repulsion alone."""
+        off = getattr(self, "_switched_off", None)
+        if not off or not any(off) or all(off):
+            return losses
+        return [None if gone else loss for gone, loss in zip(off, losses)]
 
     def _fit_epochs(self, *args, **kwargs):
         try:
             return super()._fit_epochs(*args, **kwargs)
         finally:
             # the training rows' fits serve :meth:`_after_epochs` only, also after a failure
-            self.__dict__.pop("_first_kernel_fits", None)
-            self.__dict__.pop("_first_linear_fits", None)
+            for name in ("_first_kernel_fits", "_first_linear_fits", "_linear_noise"):
+                self.__dict__.pop(name, None)
 
     def _kernel_fits(self, X, targets, row_weight, rows, tasks=None, first=None):
         """One :class:`KernelFit` per output on ``rows`` (its observed, weighted targets;
@@ -686,37 +706,51 @@ class MTSGDRegressor(RegressorMixin, MTSGDNetBase):
         maps) against the training rows' Bayesian ridge, put in place of the every-row one
         for the comparison (that one predicts), each recalibrated on the validation rows as
         ``calibration`` would, so that a variance off by a constant factor counts against
-        neither. Without ``GATE_MIN_ROWS`` validation rows (or with a custom split) every
-        gate stays open."""
+        neither. An output with fewer than ``GATE_MIN_ROWS`` observed validation rows keeps
+        its networks, and so does every output without such a split (none, too few rows, or a
+        custom split returning neither index subsets nor a validation set of other rows).
+        A closed output predicts with the ridge's own residual scale."""
         first = getattr(self, "_first_linear_fits", None)
         if first is None:
             return
-        mean = self.module_.output_map
+        (fits, noise), mean = first, self.module_.output_map
         kept = {name: buffer.clone() for name, buffer in mean.state_dict().items()}
         try:
-            mean.set(*first)
+            mean.set(*fits)
             off = self._closed_gates(mean, *self._subset_rows(valid, X, targets, weight),
-                                     recalibrate=self.calibration is not None)
+                                     recalibrate=self.calibration is not None,
+                                     alone_scale=noise, few_rows_close=False)
         finally:
             mean.load_state_dict(kept)
         gate = np.ones(self.n_outputs_)
         gate[off] = 0.0
         mean.set_gate(gate)
+        with torch.no_grad():
+            # the ridge predicting alone: its own residual scale, without the networks' floor
+            for t in off:
+                mean.scale[t] = float(self._linear_noise[t])
 
-    def _closed_gates(self, mean, X_valid, t_valid, w_valid, recalibrate=False):
+    def _closed_gates(self, mean, X_valid, t_valid, w_valid, recalibrate=False,
+                      alone_scale=None, few_rows_close=True):
         """The outputs whose networks do not show, on the validation rows, a pooled NLL below
         the mean function's alone by more than ``GATE_MARGIN`` standard errors of the paired
-        per-row difference (or that have fewer than ``GATE_MIN_ROWS`` such rows); with
-        ``recalibrate``, each NLL after the rows' own variance factor."""
+        per-row difference; an output with fewer than ``GATE_MIN_ROWS`` such rows is among
+        them with ``few_rows_close``. With ``recalibrate``, each NLL after the rows' own
+        variance factor; ``alone_scale``: the linear mean function's residual scales (T,)
+        when it predicts alone."""
         outputs = {}
         for gate in (1.0, 0.0):
             mean.set_gate(np.full(self.n_outputs_, gate))
+            if gate == 0.0 and alone_scale is not None:
+                with torch.no_grad():
+                    mean.scale.copy_(torch.as_tensor(alone_scale, dtype=mean.scale.dtype))
             outputs[gate] = self._valid_outputs(X_valid)
         off = []
         for t in range(self.n_outputs_):
             rows = ~np.isnan(t_valid[:, t]) & (w_valid[:, t] > 0)
             if rows.sum() < GATE_MIN_ROWS:
-                off.append(t)
+                if few_rows_close:
+                    off.append(t)
                 continue
             w = w_valid[rows, t] / w_valid[rows, t].mean()
             losses = []
