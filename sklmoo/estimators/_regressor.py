@@ -658,7 +658,6 @@ class MTSGDRegressor(RegressorMixin, MTSGDNetBase):
         mean = self.module_.output_map
         if isinstance(mean, LinearMean) and getattr(self, "_new_mean_function", False):
             self._set_linear_gates(X, targets, weight, valid)
-            self.networks_used_ = mean.gate.cpu().numpy() > 0
             for head, used in zip(self._noise_heads(), self.networks_used_):
                 if not used:
                     head.set_noise_map()
@@ -690,7 +689,9 @@ class MTSGDRegressor(RegressorMixin, MTSGDNetBase):
             self.networks_used_[:] = False
             mean.set_gate(np.zeros(T))
             return
-        off = self._closed_gates(mean, *self._subset_rows(valid, X, targets, weight))
+        X_valid, t_valid, w_valid = self._subset_rows(valid, X, targets, weight)
+        off = self._closed_gates(self._gate_outputs(mean, X_valid, 1.0),
+                                 self._gate_outputs(mean, X_valid, 0.0), t_valid, w_valid)
         self.networks_used_[off] = False
         if off:
             # up to RESELECT_MAX_ROWS rows the kernel is chosen again too (on a small table
@@ -714,37 +715,40 @@ class MTSGDRegressor(RegressorMixin, MTSGDNetBase):
         if first is None:
             return
         (fits, noise), mean = first, self.module_.output_map
+        X_valid, t_valid, w_valid = self._subset_rows(valid, X, targets, weight)
         kept = {name: buffer.clone() for name, buffer in mean.state_dict().items()}
         try:
             mean.set(*fits)
-            off = self._closed_gates(mean, *self._subset_rows(valid, X, targets, weight),
-                                     recalibrate=self.calibration is not None,
-                                     alone_scale=noise, few_rows_close=False)
+            networks = self._gate_outputs(mean, X_valid, 1.0)
+            # the ridge predicting alone: its own residual scale, without the networks' floor
+            with torch.no_grad():
+                mean.scale.copy_(torch.as_tensor(noise, dtype=mean.scale.dtype))
+            alone = self._gate_outputs(mean, X_valid, 0.0)
         finally:
             mean.load_state_dict(kept)
+        off = self._closed_gates(networks, alone, t_valid, w_valid,
+                                 recalibrate=self.calibration is not None,
+                                 few_rows_close=False)
         gate = np.ones(self.n_outputs_)
         gate[off] = 0.0
         mean.set_gate(gate)
         with torch.no_grad():
-            # the ridge predicting alone: its own residual scale, without the networks' floor
             for t in off:
                 mean.scale[t] = float(self._linear_noise[t])
+        self.networks_used_ = gate > 0
 
-    def _closed_gates(self, mean, X_valid, t_valid, w_valid, recalibrate=False,
-                      alone_scale=None, few_rows_close=True):
-        """The outputs whose networks do not show, on the validation rows, a pooled NLL below
-        the mean function's alone by more than ``GATE_MARGIN`` standard errors of the paired
-        per-row difference; an output with fewer than ``GATE_MIN_ROWS`` such rows is among
-        them with ``few_rows_close``. With ``recalibrate``, each NLL after the rows' own
-        variance factor; ``alone_scale``: the linear mean function's residual scales (T,)
-        when it predicts alone."""
-        outputs = {}
-        for gate in (1.0, 0.0):
-            mean.set_gate(np.full(self.n_outputs_, gate))
-            if gate == 0.0 and alone_scale is not None:
-                with torch.no_grad():
-                    mean.scale.copy_(torch.as_tensor(alone_scale, dtype=mean.scale.dtype))
-            outputs[gate] = self._valid_outputs(X_valid)
+    def _gate_outputs(self, mean, X_valid, gate):
+        """The network's outputs on ``X_valid`` with every output's gate at ``gate``."""
+        mean.set_gate(np.full(self.n_outputs_, gate))
+        return self._valid_outputs(X_valid)
+
+    def _closed_gates(self, networks, alone, t_valid, w_valid, recalibrate=False,
+                      few_rows_close=True):
+        """The outputs whose networks (``networks``: the validation outputs with the gates
+        open) do not show a pooled NLL below the mean function's alone (``alone``: closed) by
+        more than ``GATE_MARGIN`` standard errors of the paired per-row difference; an output
+        with fewer than ``GATE_MIN_ROWS`` such rows is among them with ``few_rows_close``.
+        With ``recalibrate``, each NLL after the rows' own variance factor."""
         off = []
         for t in range(self.n_outputs_):
             rows = ~np.isnan(t_valid[:, t]) & (w_valid[:, t] > 0)
@@ -754,7 +758,7 @@ class MTSGDRegressor(RegressorMixin, MTSGDNetBase):
                 continue
             w = w_valid[rows, t] / w_valid[rows, t].mean()
             losses = []
-            for gate, out in outputs.items():
+            for out in (networks, alone):
                 out = out[t][torch.as_tensor(rows)].double()
                 losses.append(_recalibrated_nll(out[..., 0].T, out[..., 1].T ** 2,
                                                 t_valid[rows, t], w_valid[rows, t],

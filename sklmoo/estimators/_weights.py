@@ -58,8 +58,9 @@ def check_data_weight(weights):
 
 def check_weighted_classes(codes, weight, classes, task_names=None):
     """``ValueError`` when the weights leave a task of a fit (a fresh one or a warm start) one
-    of the classes its labels hold: a zero weight (``sample_weight`` times ``class_weight``) removes a row, and a task
-    whose every other class is removed would be fitted to one class, silently. ``codes`` (n, T)
+    of the classes its labels hold: a zero weight (``sample_weight`` times ``class_weight``)
+    removes a row, and a task whose every other class is removed would be fitted to one
+    class, silently. ``codes`` (n, T)
     integer labels (-1: missing), ``weight`` (n, T) or (n,), ``classes`` one array per task.
     A task whose every row has a zero weight is switched off (its head is not trained, its
     temperature stays 1); labels with fewer than two classes to begin with are left to the
