@@ -13,7 +13,7 @@ from sklearn.exceptions import NotFittedError
 from sklearn.utils.validation import validate_data
 
 from .._io import atomic_files
-from ..samplers._optim import FUSED_ADAM_DEVICES, ParameterAverage
+from ..samplers._optim import FUSED_ADAM_DEVICES, ParameterAverage, SamplerOptimizer
 from ._progress import ProgressLog
 from ._rows import (DatasetRows, RowBatches, RowData, as_dataset_rows, cast_on_read, max_abs,
                     row_source, take_rows)
@@ -42,7 +42,7 @@ def scale_advice(X):
 #: optimizers that get torch's fused implementation by default (see get_params_for_optimizer)
 _FUSABLE = (torch.optim.Adam, torch.optim.AdamW)
 #: optimizers whose step needs no closure (train_step calls them without skorch's)
-_CLOSURE_FREE = (torch.optim.Adam, torch.optim.AdamW, torch.optim.SGD)
+_CLOSURE_FREE = (torch.optim.Adam, torch.optim.AdamW, torch.optim.SGD, SamplerOptimizer)
 
 
 def _package_version():

@@ -804,8 +804,8 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
         Xi, yi = unpack_data(batch)
         y_pred = self.infer(Xi, **fit_params)
         losses = self._chain_losses(y_pred, *batch_targets(yi))
-        bad = torch.nonzero(~torch.isfinite(losses)).flatten().tolist()
-        if bad:
+        if not torch.isfinite(losses).all():
+            bad = torch.nonzero(~torch.isfinite(losses)).flatten().tolist()
             raise FloatingPointError(f"chain(s) {bad} diverged in epoch {len(self.history)}: "
                                      "non-finite training loss; lower step_size")
         losses.sum().backward()
