@@ -4,6 +4,7 @@ meta-estimators pass them through (metadata routing)."""
 import warnings
 
 import numpy as np
+import pandas as pd
 import pytest
 import sklearn
 from sklearn.base import clone
@@ -540,13 +541,6 @@ def test_class_weights_with_a_task_unlabelled_in_a_chunk(table):
     assert est.__sklearn_is_fitted__()
 
 
-def test_a_class_weight_that_zeroes_a_task_leaves_its_temperature_at_one(table):
-    X, y, _, _ = table
-    Y = np.column_stack([X[:, 0] > 0, y]).astype(int)
-    est = _quiet_fit(MAKERS["mtsgd"](class_weight=[{0: 0.0, 1: 0.0}, None]), X, Y)
-    assert est.temperature_[0] == 1.0 and est.__sklearn_is_fitted__()
-
-
 def test_an_output_without_weighted_values_is_named(table):
     X, _, value, _ = table
     V = np.column_stack([value, 2 * X[:, 2]])
@@ -587,3 +581,21 @@ def test_a_zero_dimensional_array_is_a_number(name, table):
     a = _prediction(_quiet_fit(MAKERS[name](), X, y, sample_weight=np.array(2.0)), X)
     b = _prediction(_quiet_fit(MAKERS[name](), X, y, sample_weight=2.0), X)
     np.testing.assert_array_equal(a, b)
+
+
+def test_weights_that_remove_every_labelled_row_of_a_task_are_refused(table):
+    """A task whose labelled rows all weigh zero was accepted and never trained (its
+    probabilities stayed near its initialisation, with no warning), where a task without
+    labels is refused: refused as well, naming the task, and the estimator stays unfitted."""
+    X, y, _, _ = table
+    b = (X[:, 0] > np.median(X[:, 0])).astype(float)
+    b[::2] = np.nan                                   # task 'b' labelled on odd rows only
+    Y = pd.DataFrame({"a": y, "b": b})
+    weight = np.where(np.isnan(b), 1.0, 0.0)          # every labelled row of 'b' weighs 0
+    est = MAKERS["mtsgd"]()
+    with pytest.raises(ValueError, match=r"task 'b': every labelled row has a zero weight"):
+        est.fit(X, Y, sample_weight=weight)
+    assert not est.__sklearn_is_fitted__()
+    est = MAKERS["mtsgd"](class_weight=[None, {0.0: 0.0, 1.0: 0.0}])
+    with pytest.raises(ValueError, match=r"task 'b': every labelled row has a zero weight"):
+        est.fit(X, Y)

@@ -10,7 +10,7 @@ from ._mtsgd_base import MTSGDNetBase
 from ._validation import ValidationSplit
 from ._weights import check_weighted_classes, class_weights
 from ._targets import (as_2d_targets, as_task_columns, decode_predictions, default_names,
-                       encode_targets, encode_with_classes, missing_mask)
+                       encode_targets, encode_with_classes, missing_mask, task_column)
 
 #: standard deviation of the Gaussian prior on the log of each task's calibration temperature.
 #: Tighter than the 0.5 of the other recalibrations: the test-optimal log temperatures of this
@@ -483,7 +483,8 @@ class MTSGDMultiTaskClassifier(ClassifierMixin, MTSGDNetBase):
         float
         """
         pred = decode_predictions(self._predict_codes(X), self._task_classes())
-        arr, _ = as_2d_targets(as_task_columns(y)[0], len(pred))
+        y = as_task_columns(y)[0]
+        arr, _ = as_2d_targets(y, len(pred))
         if arr.shape[1] != self.n_tasks_:
             raise ValueError(f"y has {arr.shape[1]} task columns but the estimator was fitted "
                              f"on {self.n_tasks_} tasks")
@@ -498,9 +499,10 @@ class MTSGDMultiTaskClassifier(ClassifierMixin, MTSGDNetBase):
                 raise ValueError("sample_weight must be finite and non-negative")
         accs = []
         for t in range(self.n_tasks_):
-            lab = ~missing_mask(arr[:, t], self.missing_label)
+            col = task_column(y, arr, t)
+            lab = ~missing_mask(col, self.missing_label)
             if lab.any() and w[lab].sum() > 0:
-                hits = np.array([a == b for a, b in zip(arr[lab, t].tolist(),
+                hits = np.array([a == b for a, b in zip(col[lab].tolist(),
                                                         pred[lab, t].tolist())], dtype=float)
                 accs.append(np.average(hits, weights=w[lab]))
         if not accs:

@@ -73,6 +73,15 @@ def as_2d_targets(y, n_samples):
     return arr, names
 
 
+def task_column(y, arr, t):
+    """Task t's labels: a DataFrame's column with its own dtype (the frame's ``to_numpy`` gives
+    every column one common dtype: an integer task beside a float one with NaN became float,
+    and beside a string one object), else column t of ``arr`` (:func:`as_2d_targets`)."""
+    if isinstance(y, pd.DataFrame):
+        return y.iloc[:, t].to_numpy()
+    return arr[:, t]
+
+
 def _tidy_classes(classes, had_missing):
     # a column with NaN becomes float; give back integer labels when they are integral
     if had_missing and classes.dtype.kind == "f" and np.all(classes == np.round(classes)):
@@ -101,7 +110,7 @@ def encode_targets(y, n_samples, missing_label=None):
     codes = np.full(arr.shape, -1, dtype=np.int64)
     classes = []
     for t in range(n_tasks):
-        col = arr[:, t]
+        col = task_column(y, arr, t)
         missing = missing_mask(col, missing_label)
         present = col[~missing]
         try:
@@ -130,7 +139,7 @@ def encode_with_classes(y, n_samples, classes, task_names, missing_label=None):
                          f"{len(classes)} tasks")
     codes = np.full(arr.shape, -1, dtype=np.int64)
     for t, cls in enumerate(classes):
-        col = arr[:, t]
+        col = task_column(y, arr, t)
         missing = missing_mask(col, missing_label)
         present = col[~missing]
         lookup = {v: i for i, v in enumerate(cls.tolist())}

@@ -62,19 +62,24 @@ def check_weighted_classes(codes, weight, classes, task_names=None):
     removes a row, and a task whose every other class is removed would be fitted to one
     class, silently. ``codes`` (n, T)
     integer labels (-1: missing), ``weight`` (n, T) or (n,), ``classes`` one array per task.
-    A task whose every row has a zero weight is switched off (its head is not trained, its
-    temperature stays 1); labels with fewer than two classes to begin with are left to the
-    label check. Not called for ``partial_fit`` with ``classes`` given, whose chunks may hold
-    or weigh one class."""
+    A task whose every labelled row has a zero weight is refused too (it would not be trained
+    at all, as a task without labels, which the label check refuses); labels with fewer than
+    two classes to begin with are left to the label check. Not called for ``partial_fit`` with
+    ``classes`` given, whose chunks may hold or weigh one class."""
     codes = np.asarray(codes).reshape(len(codes), -1)
     weight = np.asarray(weight).reshape(len(codes), -1)
     for t in range(codes.shape[1]):
         labelled = codes[:, t] >= 0
         present = np.unique(codes[labelled, t])
         kept = np.unique(codes[labelled & (weight[:, t] > 0), t])
+        task = f"task {task_names[t]!r}: " if task_names and codes.shape[1] > 1 else ""
+        if len(present) >= 2 and len(kept) == 0:
+            raise ValueError(
+                f"{task}every labelled row has a zero weight (sample_weight times "
+                "class_weight): the task would not be fitted at all; a classifier needs rows "
+                "of at least two classes with a positive weight")
         if len(present) >= 2 and len(kept) == 1:
             labels = np.asarray(classes[t]).tolist()
-            task = f"task {task_names[t]!r}: " if task_names and codes.shape[1] > 1 else ""
             removed = [labels[c] for c in np.setdiff1d(present, kept)]
             raise ValueError(
                 f"{task}every row of class(es) {removed} has a zero weight (sample_weight "

@@ -14,6 +14,7 @@ import numpy as np
 from sklearn.metrics import get_scorer, make_scorer
 from sklearn.utils import get_tags
 
+from ._scorers import _MetricScorer, _RoutedScorer, with_missing_marked
 from ._validation import aggregate, check_sample_weight, missing_label_mask
 
 
@@ -128,9 +129,23 @@ def multitask_accuracy_score(y_true, y_pred, *, sample_weight=None,
     return aggregate(values, multitask, multioutput)
 
 
-#: Mean over tasks of each task's accuracy on its labelled samples (missing labels NaN / None
-#: left out), a scikit-learn scorer for multi-task ``y``: ``scoring=multitask_accuracy_scorer``.
-multitask_accuracy_scorer = make_scorer(multitask_accuracy_score)
+class _LabelScorer(_MetricScorer):
+    """``scorer(estimator, X, y_true, sample_weight=None)`` for a metric of predicted labels:
+    ``metric(y_true, estimator.predict(X))``, with the estimator's own missing-label marker
+    left out as NaN / None are (scikit-learn's ``make_scorer`` reads a classifier's
+    ``classes_`` as one array, which a multi-task estimator's list of per-task label arrays of
+    different types is not)."""
+
+    def __call__(self, estimator, X, y_true, sample_weight=None):
+        y_true = with_missing_marked(estimator, y_true)
+        return self._sign * self._score_func(y_true, estimator.predict(X),
+                                             sample_weight=sample_weight, **self._kwargs)
+
+
+#: Mean over tasks of each task's accuracy on its labelled samples (missing labels NaN / None,
+#: or the estimator's ``missing_label``, left out), a scikit-learn scorer for multi-task ``y``:
+#: ``scoring=multitask_accuracy_scorer``.
+multitask_accuracy_scorer = _LabelScorer(multitask_accuracy_score, greater_is_better=True)
 
 
 class _TaskView:
@@ -149,7 +164,7 @@ class _TaskView:
     def classes_(self):
         classes = self.estimator.classes_
         if isinstance(classes, (list, tuple)):
-            return np.asarray(classes[self.task])
+            return _infer_dtype(np.asarray(classes[self.task]))
         return np.array([0, 1])            # multilabel indicator: each task is binary 0 / 1
 
     def _task_output(self, out, method):
@@ -161,7 +176,8 @@ class _TaskView:
         if arr.ndim == 2 and arr.shape[1] == self.n_tasks:
             column = arr[self.rows, self.task]
             if method == "predict":
-                return column
+                # one task's labels, not the object column that tasks of mixed types share
+                return _infer_dtype(column)
             return np.column_stack([1 - column, column])  # positive-class probabilities
         raise ValueError(f"{type(self.estimator).__name__}.{method} returned shape "
                          f"{arr.shape}, not one output per task ({self.n_tasks} tasks)")
@@ -177,7 +193,7 @@ class _TaskView:
         return task_method
 
 
-class _PerTaskScorer:
+class _PerTaskScorer(_RoutedScorer):
     def __init__(self, scoring, task):
         self._scoring, self._task = scoring, task
         if isinstance(scoring, str):
@@ -208,6 +224,7 @@ class _PerTaskScorer:
         return int(task) % n_tasks
 
     def __call__(self, estimator, X, y_true, sample_weight=None):
+        y_true = with_missing_marked(estimator, y_true)
         y, multitask = _as_2d(y_true, "y_true")
         if not multitask:
             raise ValueError("per_task_scorer needs a multi-task y_true (n_samples, n_tasks); "
@@ -238,7 +255,9 @@ def per_task_scorer(scoring, task=0):
     or array ``task`` of a list such as :class:`~sklearn.multioutput.MultiOutputClassifier`'s
     and sklmoo's multi-task estimators return) and ``classes_[task]`` are handed to the scorer
     with that task's column of ``y``, as if the estimator were a single-task one. Samples whose
-    label is missing (NaN / None) in that task are left out.
+    label is missing (NaN / None, or the estimator's own ``missing_label``) in that task are
+    left out. With scikit-learn's metadata routing on, ``set_score_request(sample_weight=True)``
+    has the weights routed to it.
 
     Parameters
     ----------

@@ -3,6 +3,8 @@
 import inspect
 
 import numpy as np
+import sklearn
+from sklearn.utils.metadata_routing import MetadataRequest
 
 from ._calibration import (brier_score, classwise_calibration_error, expected_calibration_error,
                            negative_log_likelihood)
@@ -28,7 +30,101 @@ def _classes_of(estimator):
     return np.asarray(classes)
 
 
-class _MetricScorer:
+def _missing_marker(estimator):
+    """The missing-label marker of a fitted multi-task classifier when it is neither NaN nor
+    None (sklmoo's ``missing_label``; read through pipelines' last steps and searches' best
+    estimators), else None."""
+    for _ in range(16):
+        if hasattr(estimator, "missing_label"):
+            marker = estimator.missing_label
+            if marker is None or (isinstance(marker, float) and np.isnan(marker)):
+                return None
+            return marker
+        if hasattr(estimator, "steps"):
+            estimator = estimator.steps[-1][1]
+        elif hasattr(estimator, "best_estimator_"):
+            estimator = estimator.best_estimator_
+        else:
+            return None
+    return None
+
+
+def _equals(value, marker):
+    try:
+        return bool(value == marker)
+    except (TypeError, ValueError):            # pd.NA, arrays: not the marker
+        return False
+
+
+def with_missing_marked(estimator, y_true):
+    """``y_true`` with the labels equal to the estimator's missing-label marker (e.g.
+    ``missing_label=-1``) replaced by None, which the metrics leave out as the estimator does
+    in ``fit`` and ``score``; unchanged when the marker is NaN / None or does not occur."""
+    marker = _missing_marker(estimator)
+    if marker is None:
+        return y_true
+    frame = hasattr(y_true, "columns")
+    values = y_true.to_numpy() if hasattr(y_true, "to_numpy") else np.asarray(y_true)
+    columns = ([y_true.iloc[:, t].to_numpy() for t in range(values.shape[1])] if frame
+               else [values] if values.ndim == 1 else list(values.T))
+    masks = [np.array([_equals(v, marker) for v in c.tolist()], dtype=bool) for c in columns]
+    if not any(m.any() for m in masks):
+        return y_true
+    if frame:
+        out = y_true.astype(object)
+        for t, m in enumerate(masks):
+            out.iloc[m, t] = None
+        return out
+    out = values.astype(object)
+    if out.ndim == 1:
+        out[masks[0]] = None
+    else:
+        for t, m in enumerate(masks):
+            out[m, t] = None
+    return out
+
+
+class _RoutedScorer:
+    """scikit-learn's metadata routing for a scorer that takes ``sample_weight``: as for
+    scikit-learn's own scorers, with routing switched on the weights reach it only once it
+    asks for them (``set_score_request(sample_weight=True)``)."""
+
+    def set_score_request(self, **kwargs):
+        """Request ``sample_weight`` for scoring when scikit-learn's metadata routing is on.
+
+        Parameters
+        ----------
+        sample_weight : bool, None or str
+            True: pass the weights given to ``cross_validate`` / ``GridSearchCV`` (``params``)
+            on to this scorer; False: do not; None (the default): an error if they are given;
+            a string: the name of another parameter that holds them.
+
+        Returns
+        -------
+        self
+            This scorer (the module's ready-made scorers are shared objects: make your own,
+            e.g. ``make_calibration_scorer('nll')``, to leave theirs unchanged).
+        """
+        if not sklearn.get_config().get("enable_metadata_routing", False):
+            raise RuntimeError("set_score_request is only available when metadata routing is "
+                               "enabled: sklearn.set_config(enable_metadata_routing=True)")
+        unknown = sorted(set(kwargs) - {"sample_weight"})
+        if unknown:
+            raise TypeError(f"set_score_request takes sample_weight only, got {unknown}")
+        if "sample_weight" in kwargs:
+            self._sample_weight_request = kwargs["sample_weight"]
+        return self
+
+    def get_metadata_routing(self):
+        """The scorer's :class:`~sklearn.utils.metadata_routing.MetadataRequest`: its
+        ``score`` method's request for ``sample_weight``."""
+        request = MetadataRequest(owner=self)
+        request.score.add_request(param="sample_weight",
+                                  alias=getattr(self, "_sample_weight_request", None))
+        return request
+
+
+class _MetricScorer(_RoutedScorer):
     """Shared by the scorers: a metric, its keyword arguments and scikit-learn's sign
     convention (lower-is-better metrics negated, named ``neg_*``)."""
 
@@ -66,7 +162,9 @@ class CalibrationScorer(_MetricScorer):
     class, for single-task estimators, :class:`~sklearn.multioutput.MultiOutputClassifier`
     (list of per-task arrays) and sklmoo's multi-task estimators alike. A label the estimator
     never saw in fit counts as a wrong prediction (probability 0 for its class) instead of
-    raising, and missing labels (NaN / None) are left out, as the estimators do in fit.
+    raising, and missing labels (NaN / None, or the estimator's own ``missing_label`` such as
+    -1) are left out, as the estimators do in fit. With scikit-learn's metadata routing on,
+    ``set_score_request(sample_weight=True)`` has the weights routed to it.
     Lower-is-better metrics are negated (``greater_is_better=False``), following
     scikit-learn's ``neg_*`` scorers.
 
@@ -88,6 +186,7 @@ class CalibrationScorer(_MetricScorer):
 
     def __call__(self, estimator, X, y_true, sample_weight=None):
         labels = _classes_of(estimator)
+        y_true = with_missing_marked(estimator, y_true)
         kwargs = dict(self._kwargs)
         if self._score_func in _METRICS.values():
             # a test fold's label that its training fold never held is a wrong prediction
