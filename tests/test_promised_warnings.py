@@ -40,6 +40,10 @@ HERE = "tests/test_promised_warnings.py"
 #: (documents (glob), regular expression over the whitespace-collapsed text without backticks,
 #: what backs it: "test_file.py::test_name" or "not a promise: why")
 CLAIMS = [
+    # a fit on unstandardised features says so
+    ("docs/changelog.rst", r"A fit on features far from order one warns\*\* \(every estimator, "
+     r"as a fit starts",
+     "tests/test_input_contracts.py::test_a_fit_on_unstandardised_features_says_so"),
     # a DataFrame-fitted estimator predicting on a memory map gets scikit-learn's warning
     ("docs/changelog.rst", r"Predicting on a memory map after a DataFrame fit warns\*\* as "
      r"predicting on any array without column names does",

@@ -3,8 +3,6 @@
 import inspect
 
 import numpy as np
-import sklearn
-from sklearn.utils.metadata_routing import MetadataRequest
 
 from ._calibration import (brier_score, classwise_calibration_error, expected_calibration_error,
                            negative_log_likelihood)
@@ -105,6 +103,8 @@ class _RoutedScorer:
             This scorer (the module's ready-made scorers are shared objects: make your own,
             e.g. ``make_calibration_scorer('nll')``, to leave theirs unchanged).
         """
+        import sklearn                   # here: sklmoo.metrics imports without scikit-learn
+
         if not sklearn.get_config().get("enable_metadata_routing", False):
             raise RuntimeError("set_score_request is only available when metadata routing is "
                                "enabled: sklearn.set_config(enable_metadata_routing=True)")
@@ -118,6 +118,8 @@ class _RoutedScorer:
     def get_metadata_routing(self):
         """The scorer's :class:`~sklearn.utils.metadata_routing.MetadataRequest`: its
         ``score`` method's request for ``sample_weight``."""
+        from sklearn.utils.metadata_routing import MetadataRequest
+
         request = MetadataRequest(owner=self)
         request.score.add_request(param="sample_weight",
                                   alias=getattr(self, "_sample_weight_request", None))
