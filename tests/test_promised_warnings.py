@@ -40,6 +40,15 @@ HERE = "tests/test_promised_warnings.py"
 #: (documents (glob), regular expression over the whitespace-collapsed text without backticks,
 #: what backs it: "test_file.py::test_name" or "not a promise: why")
 CLAIMS = [
+    # light weights (e.g. normalised to sum to 1) where their scale matters
+    ("docs/changelog.rst", r"Weights that average below 0.1 a row warn where their scale "
+     r"matters.{0,400}the warning says so",
+     "tests/test_weights.py::"
+     "test_weights_that_sum_to_one_are_warned_about_where_their_scale_matters"),
+    ("docs/user_guide.rst", r"Weights that average below 0.1 a row .{0,70} are warned about "
+     r"where their scale matters",
+     "tests/test_weights.py::"
+     "test_weights_that_sum_to_one_are_warned_about_where_their_scale_matters"),
     # a fit on unstandardised features says so
     ("docs/changelog.rst", r"A fit on features far from order one warns\*\* \(every estimator, "
      r"as a fit starts",

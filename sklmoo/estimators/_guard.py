@@ -924,7 +924,27 @@ class SklmooNetMixin:
         kept = per_row[per_row > 0]
         if len(kept):
             check_data_weight(kept)
+        self._weight_warning = None
+        if len(kept):
+            mean = float(kept.mean())
+            if mean < self._light_weight and self._reads_weight_scale():
+                # e.g. weights normalised to sum to 1: a fit on as much data as one row (given
+                # when the fit's warnings start, so that fit_warnings_ keeps it)
+                self._weight_warning = (
+                    f"sample_weight averages {mean:.3g} per row: a weight counts as that many "
+                    f"observations (as in scikit-learn), so this fit sees as much data as "
+                    f"{float(kept.sum()):.3g} rows and its prior weighs that much more; for "
+                    "relative weights, rescale them to average 1 "
+                    "(sample_weight / sample_weight.mean())")
         return weight
+
+    #: a mean weight per row below this gets a warning where the weights' scale matters
+    _light_weight = 0.1
+
+    def _reads_weight_scale(self):
+        """Whether this fit depends on the weights' scale, not only on their ratios (a prior
+        that the total weight counters: ``prior_precision`` above 0)."""
+        return getattr(self, "prior_precision", 1.0) > 0
 
     @classmethod
     def _data_weight(cls, train, weight, observed):
@@ -1076,6 +1096,9 @@ class SklmooNetMixin:
 
     def _start_fit_warnings(self):
         self.fit_warnings_ = []
+        message = self.__dict__.pop("_weight_warning", None)
+        if message:
+            self._warn(message)
 
     def _warn(self, message, category=UserWarning):
         """Warn once, attributed to the user's call, and keep the message in

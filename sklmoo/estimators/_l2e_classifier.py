@@ -825,6 +825,10 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
             self._collected += 1
         return step
 
+    def _reads_weight_scale(self):
+        """The chains sample a posterior whose data count is the total weight (``n_data``)."""
+        return True
+
     def _average_moves(self):
         """The parameter average follows the Adam burn-in's steps only."""
         return self.optimizer_.warmup is not None
