@@ -695,3 +695,65 @@ def test_fits_on_cuda(wine):
     assert next(clf.module_.parameters()).is_cuda
     assert clf.module_.samples.draws()["head.weight"].device.type == "cpu"
     assert clf.predict(Xte[:5]).shape == (5,)
+
+
+def _iris_scaled():
+    X, y = load_iris(return_X_y=True)
+    return StandardScaler().fit_transform(X).astype(np.float32), y
+
+
+def test_a_meta_sampler_object_is_a_meta_sampler_parameter():
+    """The docstring's 'default', path or MetaSampler: an object raised skorch's "torch
+    component set outside an initialize method" in the constructor and in set_params."""
+    X, y = _iris_scaled()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        by_name = _small().fit(X, y).predict_proba(X)
+        est = _small(meta_sampler=load_default_meta_sampler())
+        np.testing.assert_allclose(est.fit(X, y).predict_proba(X), by_name, rtol=1e-6)
+        est = _small().set_params(meta_sampler=load_default_meta_sampler())
+        np.testing.assert_allclose(est.fit(X, y).predict_proba(X), by_name, rtol=1e-6)
+        assert isinstance(clone(est).meta_sampler, MetaSampler)
+
+
+def test_a_refused_continuation_keeps_the_chains_and_their_draws():
+    """A continuation refused before it samples (a cyclical schedule whose cycles leave no
+    sampling step, a switch of sampler or meta-sampler) left the estimator unfitted, its
+    draws lost; now it is refused before anything changes."""
+    X, y = _iris_scaled()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        est = _small(sampler="csgmcmc", n_cycles=2, warm_start=True).fit(X, y)
+    before = est.predict_proba(X)
+    with pytest.raises(ValueError, match="no step after burn-in lies in a sampling phase"):
+        est.set_params(n_cycles=50).fit(X, y)
+    assert est.__sklearn_is_fitted__()
+    np.testing.assert_array_equal(est.predict_proba(X), before)
+    est.set_params(n_cycles=2, sampler="sghmc")
+    with pytest.raises(ValueError, match="cannot continue the chains: they were sampled with "
+                                         "sampler='csgmcmc'.*this call has sampler='sghmc'"):
+        est.fit(X, y)
+    np.testing.assert_array_equal(est.predict_proba(X), before)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        l2e = _small(warm_start=True).fit(X, y)
+    with pytest.raises(ValueError, match="meta_sampler='default'; this call has"):
+        l2e.set_params(meta_sampler=load_default_meta_sampler()).fit(X, y)
+    assert l2e.__sklearn_is_fitted__()
+
+
+def test_a_pickled_copy_continues_without_its_meta_sampler_file(tmp_path):
+    """A continuation samples with the meta-parameters its chains were started with: a
+    pickled copy of a fit given a file continued only while the file was there (and would
+    have read an edited one)."""
+    X, y = _iris_scaled()
+    path = tmp_path / "meta.npz"
+    load_default_meta_sampler().save(path)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        est = _small(meta_sampler=str(path), warm_start=True).fit(X, y)
+        copy = pickle.loads(pickle.dumps(est))
+        est.fit(X, y)
+        path.unlink()
+        copy.fit(X, y)
+    np.testing.assert_array_equal(copy.predict_proba(X), est.predict_proba(X))

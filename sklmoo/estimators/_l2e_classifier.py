@@ -51,6 +51,14 @@ def _load_meta_sampler(spec):
                     f"{spec!r}")
 
 
+def _same_spec(a, b):
+    """Whether two ``meta_sampler`` values name the same meta-sampler (the same string or path,
+    or the same object)."""
+    if isinstance(a, (str, pathlib.Path)) and isinstance(b, (str, pathlib.Path)):
+        return str(a) == str(b)
+    return a is b
+
+
 class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
     """Bayesian neural-network classifier: SG-MCMC chains, by default with L2E's learned sampler.
 
@@ -308,7 +316,7 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
         return [k for k in super()._get_param_names()
                 if k not in ("lr", "optimizer") and not k.startswith("optimizer__")]
 
-    def _check_params(self):
+    def _check_params(self, load_meta=True):
         self._check_device_available()
         unused = [k for k in vars(self) if k.startswith("optimizer__")]
         if self.__dict__.get("lr", 0.01) != 0.01:
@@ -342,7 +350,7 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
                 and self.burn_in >= self.max_epochs):
             raise ValueError(f"burn_in={self.burn_in} leaves none of the max_epochs="
                              f"{self.max_epochs} epochs to collect samples")
-        if self.sampler == "l2e":
+        if self.sampler == "l2e" and load_meta:
             return _load_meta_sampler(self.meta_sampler)
         return None
 
@@ -453,9 +461,23 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
             # a new fit replaces the fitted model whether or not it succeeds: the parameters
             # may already have changed (set_params), so the old model no longer matches them
             self.fitted_ = False
-        meta = self._check_params()
+        # a continuation samples with the meta-parameters its chains were started with (a
+        # pickled copy continues exactly, whether or not the file is still there)
+        kept_meta = continuing and "_chain_meta" in self.__dict__
+        meta = self._check_params(load_meta=not kept_meta)
         if continuing:
             # checked before anything changes: a refused continuation keeps the fitted model
+            started = self.__dict__.get("_chain_spec", (self.sampler, self.meta_sampler))
+            if (started[0] != self.sampler
+                    or (self.sampler == "l2e" and not _same_spec(started[1],
+                                                                 self.meta_sampler))):
+                raise ValueError(
+                    f"cannot continue the chains: they were sampled with sampler="
+                    f"{started[0]!r}" + (f", meta_sampler={started[1]!r}"
+                                         if started[0] == "l2e" else "")
+                    + f"; this call has sampler={self.sampler!r}"
+                    + (f", meta_sampler={self.meta_sampler!r}" if self.sampler == "l2e"
+                       else "") + ". Set warm_start=False (or call fit) to start new chains")
             X = self._validate_X(X, reset=False)
             if classes is not None and not np.array_equal(np.unique(column_or_1d(classes)),
                                                           self.classes_):
@@ -507,45 +529,54 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
         try:
             dataset_train, dataset_valid = self._split_rows(X, codes, weight[:, None],
                                                             observed, **fit_params)
+            n_train = len(dataset_train)
+            data_weight = self._data_weight(dataset_train, weight[:, None], observed)
+            if not (continuing and hasattr(self, "burn_in_method_")):
+                # a continued fit does not burn in: the chains' burn-in stays the one they had
+                self.burn_in_method_ = self._resolve_burn_in_method(n_train)
+            epochs = self._resolve_epochs(n_train)
+            steps_per_epoch = self._batches_per_epoch
+            if not continuing and self.burn_in is not None and self.burn_in >= epochs:
+                raise ValueError(f"burn_in={self.burn_in} leaves none of the {epochs} epochs "
+                                 f"of max_epochs={self.max_epochs!r} to collect samples")
+            if kept_meta:
+                meta = self._chain_meta
+            elif meta is not None:
+                meta = {k: v.detach().clone() for k, v in meta.weights().items()}
+            self.optimizer_.set_sampler(self._make_sampler(meta, data_weight,
+                                                           epochs * steps_per_epoch))
+            if not continuing:
+                self._chain_meta, self._chain_spec = meta, (self.sampler, self.meta_sampler)
+            self.optimizer_.param_groups[0]["sampler_step"] = 0
+            burn = self._burn_in_epochs(continuing, steps_per_epoch)
+            if self.burn_in_method == "adam" and burn == 0 and not continuing:
+                why = (f"the default for {self.sampler!r}" if self.burn_in is None
+                       else "burn_in=0")
+                self._warn(f"burn_in_method='adam' runs no Adam step in this fit: its burn-in "
+                           f"is 0 epochs ({why}); pass burn_in=k for k epochs of Adam before "
+                           "sampling")
+            self._adaptive_burn_in = None
+            if (self.burn_in_method_ == "adam" and burn > 0 and self.burn_in is None
+                    and isinstance(self.max_epochs, str) and dataset_valid is not None):
+                # Adam until the validation loss stops improving, then the sampling epochs
+                sampling = self.max_epochs_ - burn
+                burn = self._adam_burn_in_max_epochs
+                self.max_epochs_ = burn + sampling
+                self._adaptive_burn_in = {"sampling": sampling, "epochs": epochs,
+                                          "best": np.inf, "misses": 0, "stop_after": None}
+            self._warmup_plan = (
+                burn * steps_per_epoch if self.burn_in_method_ == "adam" else 0,
+                dict(lr=self._adam_burn_in_lr, weight_decay=self.optimizer_.sampler.weight_decay))
+            self.optimizer_.set_warmup(self._warmup_plan[0], **self._warmup_plan[1])
+            self._collect_at = (set() if self._adaptive_burn_in is not None
+                                else self._collection_steps(burn, steps_per_epoch))
+            self._start_average(self.burn_in_method_ == "adam" and burn > 0
+                                and n_train > self._adam_burn_in_rows)
         except ValueError:
-            # a continued fit refused before sampling (its validation set) keeps the chains
+            # a continued fit refused before sampling (its validation set, a sampler setting
+            # that leaves it nothing to sample) keeps the chains and their draws
             self.fitted_ = continuing
             raise
-        n_train = len(dataset_train)
-        data_weight = self._data_weight(dataset_train, weight[:, None], observed)
-        if not (continuing and hasattr(self, "burn_in_method_")):
-            # a continued fit does not burn in: the chains' burn-in stays the one they had
-            self.burn_in_method_ = self._resolve_burn_in_method(n_train)
-        epochs = self._resolve_epochs(n_train)
-        steps_per_epoch = self._batches_per_epoch
-        if not continuing and self.burn_in is not None and self.burn_in >= epochs:
-            raise ValueError(f"burn_in={self.burn_in} leaves none of the {epochs} epochs of "
-                             f"max_epochs={self.max_epochs!r} to collect samples")
-        self.optimizer_.set_sampler(self._make_sampler(meta, data_weight,
-                                                       epochs * steps_per_epoch))
-        self.optimizer_.param_groups[0]["sampler_step"] = 0
-        burn = self._burn_in_epochs(continuing, steps_per_epoch)
-        if self.burn_in_method == "adam" and burn == 0 and not continuing:
-            why = f"the default for {self.sampler!r}" if self.burn_in is None else "burn_in=0"
-            self._warn(f"burn_in_method='adam' runs no Adam step in this fit: its burn-in is 0 "
-                       f"epochs ({why}); pass burn_in=k for k epochs of Adam before sampling")
-        self._adaptive_burn_in = None
-        if (self.burn_in_method_ == "adam" and burn > 0 and self.burn_in is None
-                and isinstance(self.max_epochs, str) and dataset_valid is not None):
-            # Adam until the validation loss stops improving, then the sampling epochs
-            sampling = self.max_epochs_ - burn
-            burn = self._adam_burn_in_max_epochs
-            self.max_epochs_ = burn + sampling
-            self._adaptive_burn_in = {"sampling": sampling, "epochs": epochs, "best": np.inf,
-                                      "misses": 0, "stop_after": None}
-        self._warmup_plan = (burn * steps_per_epoch if self.burn_in_method_ == "adam" else 0,
-                             dict(lr=self._adam_burn_in_lr,
-                                  weight_decay=self.optimizer_.sampler.weight_decay))
-        self.optimizer_.set_warmup(self._warmup_plan[0], **self._warmup_plan[1])
-        self._collect_at = (set() if self._adaptive_burn_in is not None
-                            else self._collection_steps(burn, steps_per_epoch))
-        self._start_average(self.burn_in_method_ == "adam" and burn > 0
-                            and n_train > self._adam_burn_in_rows)
         self._collected = 0
         try:
             self._run_epochs(X, codes, (dataset_train, dataset_valid), **fit_params)
@@ -600,8 +631,8 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
 
     def _make_sampler(self, meta, n_train, n_steps):
         n = self.n_data or n_train
-        if meta is not None:
-            meta = {k: v.detach().to(self.device) for k, v in meta.weights().items()}
+        if meta is not None:               # the meta-parameters, name -> tensor
+            meta = {k: v.to(self.device) for k, v in meta.items()}
         return make_sgmcmc(self.sampler, n_data=n, step_size=self.step_size,
                            friction=self.friction, temperature=self.temperature,
                            weight_decay=self.prior_precision / n, meta=meta, n_steps=n_steps,
@@ -824,6 +855,14 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
             self.module_.collect()
             self._collected += 1
         return step
+
+    def __setattr__(self, name, value):
+        # a MetaSampler given as meta_sampler is a parameter (which sampler to use), not a
+        # torch component of the net: skorch refuses modules set outside its initialize_*
+        if name == "meta_sampler":
+            object.__setattr__(self, name, value)
+            return
+        super().__setattr__(name, value)
 
     def _reads_weight_scale(self):
         """The chains sample a posterior whose data count is the total weight (``n_data``)."""
