@@ -40,6 +40,12 @@ HERE = "tests/test_promised_warnings.py"
 #: (documents (glob), regular expression over the whitespace-collapsed text without backticks,
 #: what backs it: "test_file.py::test_name" or "not a promise: why")
 CLAIMS = [
+    # a continued regressor fit with closed gates says its new rows change those outputs not
+    ("docs/changelog.rst", r"A continued regressor fit warns when outputs' gates are closed",
+     "tests/test_regressor.py::test_the_linear_gate_per_output_and_continued_fits"),
+    ("docs/user_guide.rst", r"a closed output's predictions do not change, and the continued "
+     r"fit warns that they do not",
+     "tests/test_regressor.py::test_the_linear_gate_per_output_and_continued_fits"),
     # light weights (e.g. normalised to sum to 1) where their scale matters
     ("docs/changelog.rst", r"Weights that average below 0.1 a row warn where their scale "
      r"matters.{0,400}the warning says so",

@@ -597,6 +597,14 @@ class MTSGDRegressor(RegressorMixin, MTSGDNetBase):
         gate = getattr(self.module_.output_map, "gate", None)
         self._switched_off = (None if gate is None
                               else (gate.detach().cpu().numpy() == 0).tolist())
+        if self._switched_off and any(self._switched_off):
+            # only a continued fit starts with a closed gate
+            off = [n for n, gone in zip(self.task_names_, self._switched_off) if gone]
+            self._warn(f"output(s) {off} predict with their mean function alone "
+                       "(networks_used_ False after the earlier fit), and a continued fit "
+                       "keeps the mean function and its gates: these rows change none of "
+                       "their predictions; fit with warm_start=False to fit them on these "
+                       "rows")
 
     def _stepped_losses(self, losses):
         """The output losses the particle step follows: an output whose gate is closed (a
