@@ -76,10 +76,10 @@ class MTSGDRegressor(RegressorMixin, MTSGDNetBase):
     ``n_particles`` networks, each a trunk with one Gaussian head per output (a mean and a
     learned noise scale). Every output is a task: each step MT-SGD combines the outputs' scores
     for the trunks (one simplex QP over the outputs, Phan et al. 2022, Eq. 7) and each output's
-    heads move by SVGD, as in the paper's SARCOS experiment. By default the networks fit what a
+    heads move by SVGD, as in the paper's SARCOS experiment. The networks fit what a GP or
     Bayesian linear model leaves over (``mean_function``). Predictions average the particles;
     the predictive variance is their mean noise variance (aleatoric) plus the variance of their
-    means and the linear model's weight variance (epistemic), so ``predict(X, return_std=True)``
+    means and the mean function's latent variance (epistemic), so ``predict(X, return_std=True)``
     works as in
     :class:`~sklearn.gaussian_process.GaussianProcessRegressor`.
 
@@ -1090,8 +1090,8 @@ class MTSGDRegressor(RegressorMixin, MTSGDNetBase):
         uncertainty : dict of str to ndarray of shape (n_samples,) or (n_samples, n_outputs)
             ``'total'``, ``'aleatoric'`` and ``'epistemic'``, shaped like ``y``: total =
             aleatoric (the particles' mean noise variance) + epistemic (the variance of the
-            particles' means, plus the linear mean function's weight variance with
-            ``mean_function='linear'``), the law of total variance over the ensemble. Both
+            particles' means, plus the mean function's latent variance: the GP's or the
+            linear model's), the law of total variance over the ensemble. Both
             parts include the fitted ``variance_scale_``.
         """
         _, aleatoric, epistemic = (self._original_variance(v) if i else v
