@@ -589,3 +589,21 @@ def test_l2e_names_missing_labels():
     y = pd.array(["a", "b"] * 9 + [None, "b"], dtype="string")
     with pytest.raises(ValueError, match="missing labels"):
         _l2e().fit(X, y)
+
+
+@pytest.mark.parametrize("name", ["l2e", "mtsgd", "regressor"])
+def test_non_numeric_columns_are_named(iris, name):
+    """A DataFrame with a categorical or string column got NumPy's "could not convert string
+    to float: 'hi'" (or "Cannot cast object dtype to float32", depending on the other
+    columns): the message names the columns and how to encode them, in fit and predict."""
+    X, y = iris
+    frame = pd.DataFrame(X, columns=list("abcd"))
+    frame["flag"] = X[:, 0] > 0                                   # booleans are numbers
+    bad = frame.assign(kind=pd.Categorical(np.where(X[:, 1] > 0, "hi", "lo")),
+                       note=np.where(X[:, 2] > 0, "x", "y"))
+    with pytest.raises(ValueError, match=r"non-numeric column\(s\) \['kind', 'note'\]: "
+                                         r"encode them first"):
+        ESTIMATORS[name]().fit(bad, _target(name, y, X))
+    est = _quiet(ESTIMATORS[name]().fit, frame, _target(name, y, X))
+    with pytest.raises(ValueError, match=r"non-numeric column\(s\) \['flag'\]"):
+        est.predict(frame.assign(flag=np.where(X[:, 0] > 0, "yes", "no")))

@@ -7,6 +7,7 @@ import os
 import warnings
 
 import numpy as np
+import pandas as pd
 import torch
 from torch.utils.data import Subset
 from sklearn.exceptions import NotFittedError
@@ -26,6 +27,16 @@ from ._weights import check_data_weight, normalised
 DIVERGENCE_FACTOR = 1e3
 #: a diverged fit on features beyond this magnitude names X's scale as the likely cause
 LARGE_FEATURE_MAGNITUDE = 1e3
+
+
+def _non_numeric_columns(X):
+    """The names of a DataFrame's columns that are neither numbers nor booleans (categorical,
+    string, object), [] for anything else."""
+    dtypes = getattr(X, "dtypes", None)
+    if dtypes is None or not hasattr(X, "columns"):
+        return []
+    return [str(name) for name, dtype in dtypes.items()
+            if not (pd.api.types.is_numeric_dtype(dtype) or pd.api.types.is_bool_dtype(dtype))]
 
 
 def scale_advice(X):
@@ -253,7 +264,16 @@ class SklmooNetMixin:
                 X = self._as_fit_layout(X)
             # a read-only array (pandas' to_numpy(), joblib's and np.load's memory maps) is
             # not copied: batches are gathered from it with NumPy (RowData)
-            X = validate_data(self, X, reset=reset, allow_nd=True, dtype=np.float32)
+            try:
+                X = validate_data(self, X, reset=reset, allow_nd=True, dtype=np.float32)
+            except (ValueError, TypeError) as exc:
+                columns = _non_numeric_columns(X)
+                if not columns:
+                    raise
+                raise ValueError(
+                    f"X has non-numeric column(s) {columns}: encode them first (e.g. "
+                    "OneHotEncoder or OrdinalEncoder in a ColumnTransformer, or "
+                    "pandas.get_dummies); the networks take numbers") from exc
         if reset:
             shape = X.shape[1:]
             if self.input_shape is not None:
