@@ -175,3 +175,23 @@ def test_a_memory_map_after_a_dataframe_fit_warns_as_an_array_does(tmp_path):
             == [str(w.message) for w in array_warnings])
     assert "does not have valid feature names" in str(map_warnings[0].message)
     np.testing.assert_array_equal(proba, est.predict_proba(frame))
+
+
+def test_a_dataset_of_pairs_with_a_different_y_is_refused():
+    """fit(dataset, y) whose items are (x, y) pairs trained on the y argument and ignored the
+    items' targets without a word; a y that differs from them is refused, the same targets
+    (given again for the split's stratification, as skorch users do; a float32 copy of
+    float64 ones) pass."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(120, 4)).astype(np.float32)
+    y = X[:, 0] + 0.1 * rng.normal(size=120)
+    pairs = TensorDataset(torch.as_tensor(X), torch.as_tensor(y, dtype=torch.float32))
+    est = MTSGDRegressor(n_particles=2, max_epochs=2, random_state=0, mean_function=None)
+    with pytest.raises(ValueError, match=r"Dataset of \(x, y\) items whose targets differ "
+                                         r"from the y given.*row 0"):
+        est.fit(pairs, -y)
+    assert not est.__sklearn_is_fitted__()
+    reference = est.fit(pairs).predict(X)
+    np.testing.assert_allclose(est.fit(pairs, y).predict(X), reference, rtol=1e-5, atol=1e-6)
+    inputs_only = TensorDataset(torch.as_tensor(X))
+    assert est.fit(inputs_only, y).predict(X).shape == (120,)

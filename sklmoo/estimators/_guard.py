@@ -29,6 +29,42 @@ DIVERGENCE_FACTOR = 1e3
 LARGE_FEATURE_MAGNITUDE = 1e3
 
 
+def _same_label(a, b):
+    a, b = np.asarray(a), np.asarray(b)
+    if a.shape != b.shape:
+        return False
+    try:
+        # numbers: up to float32's rounding (a float32 tensor of the same targets)
+        return bool(np.allclose(a.astype(np.float64), b.astype(np.float64), rtol=1e-6,
+                                atol=0.0, equal_nan=True))
+    except (TypeError, ValueError):                      # labels that are not numbers
+        return bool(np.all(a == b))
+
+
+def _check_given_targets(dataset, y, probe=32):
+    """``ValueError`` when ``dataset``'s items are ``(x, y)`` pairs whose targets differ from
+    the ``y`` given with it (on the first ``probe`` rows): the given ``y`` would be trained on
+    and the items' ignored. The same targets (e.g. given again for the validation split's
+    stratification, as skorch users do) pass."""
+    try:
+        n = len(dataset)
+    except TypeError:
+        return
+    labels = y.to_numpy() if hasattr(y, "to_numpy") else np.asarray(y)
+    for i in range(min(probe, n, len(labels))):
+        item = dataset[i]
+        if not (isinstance(item, (tuple, list)) and len(item) >= 2):
+            return                                      # inputs only: y is the targets
+        own = item[1].detach().cpu().numpy() if torch.is_tensor(item[1]) else item[1]
+        if not _same_label(own, labels[i]):
+            raise ValueError(
+                f"X is a Dataset of (x, y) items whose targets differ from the y given with "
+                f"it (row {i}: {np.asarray(own).tolist()!r} in the item, "
+                f"{np.asarray(labels[i]).tolist()!r} in y), and the given y would be trained "
+                "on: pass y=None to train on the items' targets, or a Dataset whose items "
+                "are the inputs only")
+
+
 def _non_numeric_columns(X):
     """The names of a DataFrame's columns that are neither numbers nor booleans (categorical,
     string, object), [] for anything else."""
@@ -318,6 +354,8 @@ class SklmooNetMixin:
         (skorch's convention), every item's ``y`` (read once; the inputs stay in the dataset).
         Without y and without such a dataset: scikit-learn's ``ValueError``."""
         if y is not None:
+            if isinstance(X, torch.utils.data.Dataset):
+                _check_given_targets(X, y)
             return X, y
         if isinstance(X, (torch.utils.data.Dataset, DatasetRows)):
             X = as_dataset_rows(X)
