@@ -980,10 +980,9 @@ class SklmooNetMixin:
         fit's arithmetic can take (:func:`~sklmoo.estimators._weights.check_data_weight`)."""
         per_row = self._row_mean_weights(weight, observed)
         kept = per_row[per_row > 0]
-        if len(kept):
-            check_data_weight(kept)
         self._weight_warning = None
         if len(kept):
+            check_data_weight(kept)
             mean = float(kept.mean())
             if mean < self._light_weight and self._reads_weight_scale():
                 # e.g. weights normalised to sum to 1: a fit on as much data as one row (given

@@ -51,6 +51,12 @@ def _load_meta_sampler(spec):
                     f"{spec!r}")
 
 
+def _spec(sampler, meta_sampler):
+    """How a message names a sampler (and its meta-sampler, for 'l2e')."""
+    return f"sampler={sampler!r}" + (f", meta_sampler={meta_sampler!r}" if sampler == "l2e"
+                                     else "")
+
+
 def _same_spec(a, b):
     """Whether two ``meta_sampler`` values name the same meta-sampler (the same string or path,
     or the same object)."""
@@ -472,12 +478,9 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
                     or (self.sampler == "l2e" and not _same_spec(started[1],
                                                                  self.meta_sampler))):
                 raise ValueError(
-                    f"cannot continue the chains: they were sampled with sampler="
-                    f"{started[0]!r}" + (f", meta_sampler={started[1]!r}"
-                                         if started[0] == "l2e" else "")
-                    + f"; this call has sampler={self.sampler!r}"
-                    + (f", meta_sampler={self.meta_sampler!r}" if self.sampler == "l2e"
-                       else "") + ". Set warm_start=False (or call fit) to start new chains")
+                    f"cannot continue the chains: they were sampled with {_spec(*started)}; "
+                    f"this call has {_spec(self.sampler, self.meta_sampler)}. Set "
+                    "warm_start=False (or call fit) to start new chains")
             X = self._validate_X(X, reset=False)
             if classes is not None and not np.array_equal(np.unique(column_or_1d(classes)),
                                                           self.classes_):
