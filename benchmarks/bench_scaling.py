@@ -52,9 +52,10 @@ ensemble of the sklmoo networks' architecture); ``HistGradientBoostingClassifier
 ``Regressor(random_state=0)``. Regression NLL: the MLPs' mean, with variance the members'
 spread plus the residual variance on 10 % of the training rows held out from them (they
 train on the other 90 %); gradient boosting likewise. Test NLL (natural log; regression in
-units of the training target's standard deviation), fit time (wall clock, one thread), and
-peak memory: the peak resident memory of the fit and the test prediction above what the
-process held before (each model fitted once on 300 rows first, unmeasured: imports and
+units of the training target's standard deviation), fit time (wall clock, one thread; the
+fit alone for every model, the test prediction untimed), and peak memory: the peak resident
+memory of the fit and the test prediction above what the process held before (each model
+fitted once on 300 rows first, unmeasured: imports and
 one-off allocations are not counted, in time or memory) (heap trimmed with ``malloc_trim`` and the kernel's high-water mark reset
 first; the larger of VmHWM and a 10 ms sample of the resident size). Fit times of one run on
 a shared 2-core machine: read them as ratios.
@@ -215,7 +216,8 @@ def _gaussian_nll(y, mean, var):
 
 
 def fit_predict(task, key, X, y, X_test, seed=0):
-    """(test prediction, fit seconds): probabilities (classification) or (mean, variance).
+    """(test prediction, fit seconds): probabilities (classification) or (mean, variance);
+    the seconds are the fit's alone (the test prediction is not timed, for any model).
     ``seed``: every model's ``random_state`` (the MLPs': ``100 * seed + i`` for member i)."""
     from sklearn.ensemble import HistGradientBoostingClassifier, HistGradientBoostingRegressor
     from sklearn.neural_network import MLPClassifier, MLPRegressor
@@ -231,11 +233,13 @@ def fit_predict(task, key, X, y, X_test, seed=0):
             return (mean, std ** 2), seconds
         make = MTSGDMultiTaskClassifier if key == "mtsgd" else L2ESamplerClassifier
         model = make(random_state=seed).fit(X, y)
-        return model.predict_proba(X_test), time.perf_counter() - start
+        seconds = time.perf_counter() - start
+        return model.predict_proba(X_test), seconds
     if task == "classification":
         if key == "hgb":
             model = HistGradientBoostingClassifier(random_state=seed).fit(X, y)
-            return model.predict_proba(X_test), time.perf_counter() - start
+            seconds = time.perf_counter() - start
+            return model.predict_proba(X_test), seconds
         members = [MLPClassifier(hidden_layer_sizes=(64, 64), early_stopping=True,
                                  random_state=100 * seed + i).fit(X, y) for i in range(5)]
         seconds = time.perf_counter() - start
@@ -351,9 +355,10 @@ def write_page(rows):
              "Command: `nice -n 10 python benchmarks/bench_scaling.py`. Seed 0 (further "
              "seeds: 'Over seeds', after the tables); protocol, "
              "tables and models: the script's docstring. NLL: test negative log-likelihood "
-             "(regression: standardised units). Time ratio: fit time / the five MLPs' on the "
-             "same rows. Peak MB: peak resident memory of the fit and the test prediction "
-             "above what was resident before, in the benchmark's process (heap trimmed first); "
+             "(regression: standardised units). Time ratio: fit time (the fit alone, not the "
+             "test prediction) / the five MLPs' on the same rows. Peak MB: peak resident "
+             "memory of the fit and the test prediction above what was resident before, in the "
+             "benchmark's process (heap trimmed first); "
              "X MB: the float32 training X.", ""]
     tables = sorted({r["table"] for r in rows}, key=list(TABLES).index)
     for table in tables:
