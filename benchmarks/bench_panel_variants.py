@@ -31,6 +31,8 @@ training target's standard deviation, mean over outputs and seeds 0-2). Variants
 * ``clf_fixed_budget``: the classifier's 'auto' budget without the extension (~1000 steps;
   the default now may run on to three times that, at most 500 epochs, while early stopping
   sees the validation loss improve).
+* ``clf_patience_fifth``: the classifier's early-stopping patience as before, a fifth of the
+  unextended 'auto' budget (at least 5 epochs) instead of an eighth.
 * ``clf_prior05``: the classifier's temperature prior as before (standard deviation 0.5 on
   log T instead of ``sklmoo.estimators._multitask.TEMPERATURE_PRIOR_SCALE``, set for its fits).
 * ``clf_l2e_prior_by_validation``: ``L2ESamplerClassifier`` with its ``prior_precision``
@@ -79,6 +81,7 @@ VARIANTS = {
     "two_sided_scale": {}, "prior_by_validation": {}, "clf_l2e_prior_by_validation": {},
     "clf_default": {}, "clf_nocal": dict(calibration=None), "clf_fixed_budget": {},
     "clf_temperature": dict(calibration="temperature"), "clf_prior05": {},
+    "clf_patience_fifth": {},
 }
 OUT_JSON = bp.ROOT / "docs" / "benchmarks" / "panel_variants.json"
 OUT_MD = bp.ROOT / "docs" / "benchmarks" / "panel_variants.md"
@@ -87,7 +90,7 @@ PRIOR_CANDIDATES = (1.0, 3.0, 10.0, 30.0)
 L2E_PRIOR_CANDIDATES = (0.3, 1.0, 3.0)
 CLF_TABLES = [t[0] for t in bp.TABLES if t[1] == "classification"]
 CLF_MTSGD_ROWS = ("clf_default", "clf_nocal", "clf_temperature", "clf_fixed_budget",
-                  "clf_prior05")
+                  "clf_prior05", "clf_patience_fifth")
 
 
 def _classifier_metrics(variant, seed, table, X, y):
@@ -96,6 +99,8 @@ def _classifier_metrics(variant, seed, table, X, y):
     model = MTSGDMultiTaskClassifier(random_state=seed, **VARIANTS[variant])
     if variant == "clf_fixed_budget":
         model._auto_extension = 1        # the 'auto' budget of the previous version
+    if variant == "clf_patience_fifth":
+        model._patience_share = 5        # the patience of the previous version
     import sklmoo.estimators._multitask as multitask
     scale = multitask.TEMPERATURE_PRIOR_SCALE
     if variant == "clf_prior05":

@@ -119,7 +119,7 @@ def test_large_tables_get_a_longer_early_stopping_budget():
     est = MTSGDMultiTaskClassifier()
     est._resolve_batch(128_000)                           # batches of 1024: 125 per epoch
     assert est._resolve_epochs(128_000, early_stopping=True) == 150  # not 3 x 10 epochs
-    assert est._patience_epochs == 50                     # patience: a fifth, 10 epochs
+    assert est._auto_patience(est._patience_epochs) == 10  # large tables: 10 epochs
     assert est._resolve_epochs(128_000, early_stopping=False) == 10  # no early stopping
     regressor = MTSGDRegressor()                          # its noisy validation loss: 100
     regressor._resolve_batch(128_000)
@@ -128,6 +128,14 @@ def test_large_tables_get_a_longer_early_stopping_budget():
     # ~1000 steps (53 epochs), then up to the bound while the validation loss improves
     assert est._resolve_epochs(9600, early_stopping=True) == 159
     assert est._patience_epochs == 53
+    assert est._auto_patience(est._patience_epochs) == 10
+    # a small table: an eighth of its unextended budget, at least 5 epochs (1,600 rows: 25
+    # batches of 64, a 40-epoch budget, 5 epochs; 400 rows: 7 batches, 143 epochs, 18)
+    for rows, patience in ((1600, 5), (400, 18), (100, 63)):
+        small_fit = MTSGDMultiTaskClassifier()
+        small_fit._resolve_batch(rows)
+        small_fit._resolve_epochs(rows, early_stopping=True)
+        assert small_fit._auto_patience(small_fit._patience_epochs) == patience, rows
     small = MTSGDMultiTaskClassifier()
     small._resolve_batch(5000)
     assert small._resolve_epochs(5000, early_stopping=True) == 3 * 13   # unchanged

@@ -296,6 +296,8 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
     #: loss has not improved for this many epochs, or after the maximum
     _adam_burn_in_patience = 5
     _adam_burn_in_max_epochs = 500
+    #: ... where an epoch improves on the best by more than this share of it
+    _adam_burn_in_threshold = 1e-4
     #: the Adam burn-in on more than ``_adam_burn_in_rows`` training rows averages the chains'
     #: weights over its steps with this decay (:meth:`SklmooNetMixin._start_average`): each
     #: burn-in epoch ends with the averages, which the validation loss judges and the sampler
@@ -932,10 +934,10 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
 
     def _adaptive_burn_in_check(self, adaptive, done):
         """Count an Adam epoch whose validation loss did not improve on the best by a
-        relative 1e-4; after ``_adam_burn_in_patience`` of them in a row (or at the maximum)
+        relative ``_adam_burn_in_threshold``; after ``_adam_burn_in_patience`` of them in a row (or at the maximum)
         the sampler takes over for the sampling epochs, and the draws' steps are fixed."""
         loss = float(self.history[-1, "valid_loss"])
-        if loss < adaptive["best"] * (1 - 1e-4):            # a cross-entropy: >= 0
+        if loss < adaptive["best"] * (1 - self._adam_burn_in_threshold):  # >= 0: an NLL
             adaptive["best"], adaptive["misses"] = loss, 0
         else:
             adaptive["misses"] += 1

@@ -46,7 +46,8 @@ class MTSGDNetBase(SklmooNetMixin, NeuralNet):
     #: 'auto' budgets: while early stopping on the validation split sees the loss improve, the
     #: fit may run up to three times the ~1000-step budget, at most 500 epochs (``max_epochs``)
     _auto_extension = 3
-    #: the default early-stopping callback's patience ('auto': a fifth of the unextended budget)
+    #: the default early-stopping callback's patience ('auto': an eighth of the unextended
+    #: budget, ``_patience_share``)
     _default_patience = "auto"
 
     _member_kind = "particle"

@@ -140,7 +140,7 @@ class MTSGDMultiTaskClassifier(ClassifierMixin, MTSGDNetBase):
         The internal validation split: by default 20 % of up to 10,000 rows, 2,000 rows up
         to 20,000 and 10 % above (at least 5, none when fewer than 10 would
         remain), stratified and seeded by ``random_state``. Its loss drives the
-        default ``early_stopping`` callback (restore-best; patience a fifth of
+        default ``early_stopping`` callback (restore-best; patience an eighth of
         ``max_epochs``, or of the 'auto' budget before its extension, at least 5 epochs; 10
         with 'auto' batches above 8,192 training rows) and its rows fit ``calibration``.
         None: train on every row for ``max_epochs_`` epochs, without calibration.

@@ -238,7 +238,7 @@ class RestoreBestEarlyStopping(EarlyStopping):
     monitor : str, default='valid_loss'
     patience : int or 'auto', default='auto'
         Epochs without improvement before stopping; 'auto': the estimator's rule -- for the
-        classifiers a fifth of the fit's epoch budget (with ``max_epochs='auto'``, of the
+        classifiers an eighth of the fit's epoch budget (with ``max_epochs='auto'``, of the
         unextended one), at least 5, and 10 epochs on large tables (``batch_size='auto'``
         above 8,192 training rows); for the regressor 30 epochs (about 240 steps but at
         least 10 epochs when an epoch is more than 16 'auto' batches, 480 steps with a
