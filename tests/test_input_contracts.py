@@ -416,6 +416,20 @@ def test_a_fit_on_unstandardised_features_says_so(iris, name):
     assert not [c for c in caught if "standardise the features" in str(c.message)]
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_unstandardised_features_in_a_memory_map_warn_too(iris, tmp_path, dtype):
+    """A memory map of features in the thousands warns as an array does, whatever its dtype
+    (a float64 one is read through a row reader, and was skipped)."""
+    X, y = iris
+    path = tmp_path / "X.dat"
+    mm = np.memmap(path, dtype=dtype, mode="w+", shape=X.shape)
+    mm[:] = X * 1e4
+    mm.flush()
+    X_map = np.memmap(path, dtype=dtype, mode="r", shape=X.shape)
+    with pytest.warns(UserWarning, match=r"X holds values up to 3.09e\+04 in magnitude"):
+        _quiet(ESTIMATORS["mtsgd"](max_epochs=1).fit, X_map, y)
+
+
 def test_l2e_stuck_on_huge_features_names_their_scale(iris):
     """The meta-learned sampler normalises its inputs and does not overflow on X of 1e30: its
     chains stop moving instead, and the warning says why."""

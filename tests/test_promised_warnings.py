@@ -59,6 +59,9 @@ CLAIMS = [
     ("docs/changelog.rst", r"A fit on features far from order one warns\*\* \(every estimator, "
      r"as a fit starts",
      "tests/test_input_contracts.py::test_a_fit_on_unstandardised_features_says_so"),
+    ("docs/changelog.rst", r"A float64 memory map of unstandardised features warns as an "
+     r"array does\*\*: the warning about features beyond 1,000 in magnitude skipped",
+     "tests/test_input_contracts.py::test_unstandardised_features_in_a_memory_map_warn_too"),
     # a DataFrame-fitted estimator predicting on a memory map gets scikit-learn's warning
     ("docs/changelog.rst", r"Predicting on a memory map after a DataFrame fit warns\*\* as "
      r"predicting on any array without column names does",

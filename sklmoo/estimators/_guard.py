@@ -607,7 +607,10 @@ class SklmooNetMixin:
         self._fit_split = split
         self._epoch_offset = len(self.history) if self.initialized_ else 0
         self._completed_epochs = 0
-        if self._epoch_offset == 0 and not isinstance(X, DatasetRows):
+        # a torch Dataset's items are not read once more for it; an array read through
+        # DatasetRows (a memory map of another dtype) is, a chunk at a time
+        readable = not isinstance(X, DatasetRows) or isinstance(X.dataset, np.ndarray)
+        if self._epoch_offset == 0 and readable:
             # a fit that starts: networks on features far from order one can fit much worse
             # than on standardised ones without failing (a linear-mean regressor on features
             # up to 3e3: test RMSE 7.6 times BayesianRidge's; up to 3e5: 1,200 times)
