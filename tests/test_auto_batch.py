@@ -164,9 +164,9 @@ def test_the_regressor_waits_30_epochs_on_small_tables_fewer_on_larger_ones():
     assert dict(large.callbacks_)["early_stopping"].patience_ == 20
     assert dict(small.callbacks_)["early_stopping"].patience_ == 30
     # between, once an epoch is more than 16 batches of 64 (and the fit averages its weights):
-    # about 240 steps, at least 10 epochs (1,280 rows, 20 % held out: 16 batches, 30; 1,400
-    # rows: 18 batches, 14; 2,000 rows: 25 batches, 10)
-    for rows, patience in ((1280, 30), (1400, 14), (2000, 10), (8000, 10)):
+    # about 120 steps, at least 5 epochs (1,280 rows, 20 % held out: 16 batches, 30; 1,400
+    # rows: 18 batches, 7; 2,000 rows: 25 batches, 5)
+    for rows, patience in ((1280, 30), (1400, 7), (2000, 5), (8000, 5)):
         fitted = MTSGDRegressor(n_particles=2, max_epochs=1, random_state=0).fit(X[:rows],
                                                                                 y[:rows])
         assert dict(fitted.callbacks_)["early_stopping"].patience_ == patience, rows

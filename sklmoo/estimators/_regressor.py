@@ -290,20 +290,22 @@ class MTSGDRegressor(RegressorMixin, MTSGDNetBase):
     #: least 10 epochs (2,000-row tables: 20; at 30, the fits on cps1988, birthdays and wvs
     #: ran 30 epochs past their best, epochs 22, 11 and 1, without improving)
     _small_table_patience_steps = 480
-    #: ... about this many when the fit averages its weights (:meth:`_averages_weights`), whose
-    #: validation loss is smoother: on the four scaling tables at 1,500, 2,000 and 3,000 rows
-    #: (three seeds) the same best epoch as with 480 in 31 of 36 fits and a better one in the
-    #: other five, at 0.34-0.99 of the time (user guide)
-    _averaged_patience_steps = 240
+    #: ... about this many, at least ``_averaged_min_patience`` epochs, when the fit averages
+    #: its weights (:meth:`_averages_weights`), whose validation loss is smoother. 240 steps
+    #: and 10 epochs against 480: on the four scaling tables at 1,500, 2,000 and 3,000 rows
+    #: (three seeds) the same best epoch in 31 of 36 fits and a better one in the other five,
+    #: at 0.34-0.99 of the time; 120 steps and 5 epochs against 240 and 10: at 1,500 to
+    #: 5,000 rows the same test NLL in most fits (user guide), at about 0.7 of the time
+    _averaged_patience_steps = 120
+    _averaged_min_patience = 5
 
     def _auto_patience(self, budget):
         if getattr(self, "_large_table", False):
             return self._auto_large_patience
         per_epoch = getattr(self, "_batches_per_epoch", 1)
-        steps = (self._averaged_patience_steps if self._averages_weights()
-                 else self._small_table_patience_steps)
-        return int(np.clip(math.ceil(steps / per_epoch), 10,
-                           self._small_table_patience))
+        steps, low = ((self._averaged_patience_steps, self._averaged_min_patience)
+                      if self._averages_weights() else (self._small_table_patience_steps, 10))
+        return int(np.clip(math.ceil(steps / per_epoch), low, self._small_table_patience))
 
     def __init__(self, module=None, *, n_particles=5, method="mtsgd", kernel="auto",
                  smooth_drive=False, bandwidth="median", repulsion=1e-3, head_repulsion=1e-2,
