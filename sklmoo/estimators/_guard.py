@@ -708,9 +708,9 @@ class SklmooNetMixin:
     _auto_extension = 1
     #: patience='auto': this share of the (unextended) epoch budget, at least 5 epochs. An
     #: eighth, where it was a fifth: the real-data panel's ten classification tables, three
-    #: seeds, gave the same test NLL in 29 of 30 fits and a lower one in the other, in 0.70-0.90
-    #: of the time; the scaling tables at 500-2,000 rows the same NLL in 40 of 45 fits, in
-    #: 0.55-0.85 of the time (user guide, "Defaults")
+    #: seeds, gave the same test NLL in 29 of 30 fits and a lower one in the other; the
+    #: scaling tables at 500-3,000 rows the same NLL in 53 of 60 fits, in 0.73-0.87 of the
+    #: time (user guide, the MT-SGD ``max_epochs`` entry)
     _patience_share = 8
 
     #: the calibration values this estimator offers (besides None: off)

@@ -286,9 +286,10 @@ class MTSGDRegressor(RegressorMixin, MTSGDNetBase):
         return (getattr(self, "_auto_batches", False)
                 and getattr(self, "_batches_per_epoch", 0) > self._average_min_batches)
 
-    #: ... or fewer when an epoch is more than 16 batches: about this many optimiser steps, at
-    #: least 10 epochs (2,000-row tables: 20; at 30, the fits on cps1988, birthdays and wvs
-    #: ran 30 epochs past their best, epochs 22, 11 and 1, without improving)
+    #: ... or fewer when an epoch is more than 16 batches of a given ``batch_size`` (no
+    #: average): about this many optimiser steps, at least 10 epochs (2,000-row tables in
+    #: batches of 64: 20; at 30, the fits on cps1988, birthdays and wvs ran 30 epochs past
+    #: their best, epochs 22, 11 and 1, without improving)
     _small_table_patience_steps = 480
     #: ... about this many, at least ``_averaged_min_patience`` epochs, when the fit averages
     #: its weights (:meth:`_averages_weights`), whose validation loss is smoother. 240 steps
