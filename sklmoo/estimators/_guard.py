@@ -750,9 +750,10 @@ class SklmooNetMixin:
         validation split and an early-stopping callback) will end the fit once the validation
         loss stops improving.
         ``_patience_epochs``: the budget the early-stopping patience is a share of (the
-        unextended one, :meth:`_auto_patience`); ``_batches_per_epoch``: the optimiser steps of an epoch. With 'auto'
-        batches on more than ``_auto_batch_large`` rows, early stopping may run to
-        ``_auto_large_epochs`` with a patience of ``_auto_large_patience``."""
+        unextended one, :meth:`_auto_patience`); ``_batches_per_epoch``: the optimiser steps
+        of an epoch. With 'auto' batches on more than ``_auto_batch_large`` rows, early
+        stopping may run to ``_auto_large_epochs`` with a patience of
+        ``_auto_large_patience``."""
         per_epoch = self._batches_per_epoch = self._epoch_batches(n_train)
         if isinstance(self.max_epochs, str):
             low, high = self._auto_epoch_bounds
