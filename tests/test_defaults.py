@@ -511,3 +511,40 @@ def test_fitted_calibration_survives_clone_and_pickle():
     assert repr(fresh) == "MTSGDMultiTaskClassifier(max_epochs=5, n_particles=2, random_state=0)"
     assert "ValidationSplit(fraction=0.3)" in repr(
         fresh.set_params(train_split=ValidationSplit(fraction=0.3)))
+
+
+def test_restore_best_early_stopping_on_a_plain_skorch_net():
+    # on a net that is not one of sklmoo's estimators, patience='auto' is a fifth of its
+    # max_epochs (at least 5), and the weights of the best validation epoch come back
+    import torch
+    from skorch import NeuralNetClassifier
+    from skorch.dataset import ValidSplit
+
+    from sklmoo.estimators import RestoreBestEarlyStopping
+
+    X, y = _scaled(load_breast_cancer)
+    X = X.astype(np.float32)
+    torch.manual_seed(0)
+    net = NeuralNetClassifier(
+        torch.nn.Sequential(torch.nn.Linear(X.shape[1], 32), torch.nn.ReLU(),
+                            torch.nn.Linear(32, 2)),
+        criterion=torch.nn.CrossEntropyLoss, optimizer=torch.optim.Adam, lr=0.05,
+        max_epochs=60, train_split=ValidSplit(5, stratified=True),
+        callbacks=[("stop", RestoreBestEarlyStopping())], verbose=0).fit(X, y)
+    stopping = dict(net.callbacks_)["stop"]
+    assert stopping.patience_ == 12
+    losses = net.history[:, "valid_loss"]
+    best = int(np.argmin(losses))
+    assert len(losses) <= 60 and stopping.best_epoch_ == best + 1
+    assert best < len(losses) - 1           # the last epoch was not the best: a real restore
+    # the restored weights give the best epoch's validation loss again
+    _, valid = net.get_split_datasets(X, y)
+    with torch.no_grad():
+        logits = net.module_(torch.as_tensor(X[valid.indices]))
+        again = torch.nn.functional.cross_entropy(logits, torch.as_tensor(y[valid.indices]))
+    assert float(again) == pytest.approx(losses[best], rel=1e-4)
+    net2 = NeuralNetClassifier(torch.nn.Linear(X.shape[1], 2), max_epochs=20,
+                               train_split=ValidSplit(5, stratified=True), verbose=0,
+                               criterion=torch.nn.CrossEntropyLoss,
+                               callbacks=[("stop", RestoreBestEarlyStopping())]).fit(X, y)
+    assert dict(net2.callbacks_)["stop"].patience_ == 5
