@@ -129,6 +129,11 @@ def test_large_tables_get_a_longer_early_stopping_budget():
     assert est._resolve_epochs(9600, early_stopping=True) == 159
     assert est._patience_epochs == 53
     assert est._auto_patience(est._patience_epochs) == 10
+    # an integer max_epochs on a large table: an eighth of it, as on any table
+    given = MTSGDMultiTaskClassifier(max_epochs=200)
+    given._resolve_batch(128_000)
+    assert given._resolve_epochs(128_000, early_stopping=True) == 200
+    assert given._auto_patience(given._patience_epochs) == 25
     # a small table: an eighth of its unextended budget, at least 5 epochs (1,600 rows: 25
     # batches of 64, a 40-epoch budget, 5 epochs; 400 rows: 7 batches, 143 epochs, 18)
     for rows, patience in ((1600, 5), (400, 18), (100, 63)):

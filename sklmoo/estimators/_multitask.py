@@ -143,7 +143,7 @@ class MTSGDMultiTaskClassifier(ClassifierMixin, MTSGDNetBase):
         remain), stratified and seeded by ``random_state``. Its loss drives the
         default ``early_stopping`` callback (restore-best; patience an eighth of
         ``max_epochs``, or of the 'auto' budget before its extension, at least 5 epochs; 10
-        with 'auto' batches above 8,192 training rows) and its rows fit ``calibration``.
+        with both 'auto' above 8,192 training rows) and its rows fit ``calibration``.
         None: train on every row for ``max_epochs_`` epochs, without calibration.
     verbose : int, default=0
         0: silent. Above 0: progress output per epoch (:ref:`ug-fitting`).
