@@ -14,10 +14,10 @@ from ._targets import (as_2d_targets, as_task_columns, decode_predictions, defau
 
 #: standard deviation of the Gaussian prior on the log of each task's calibration temperature.
 #: Tighter than the 0.5 of the other recalibrations: the test-optimal log temperatures of this
-#: estimator's pool have a median magnitude of 0.20 on the real-data panel, and a temperature
-#: fitted on a few dozen validation rows strays further than that (Multi-Digits, 60 rows per
-#: task, in the run that set this value: 1.93 fitted against 1.47 optimal on the test images);
-#: see ``calibration``.
+#: estimator's pool had a median magnitude of 0.20 on the real-data panel when it was set,
+#: and a temperature fitted on a few dozen validation rows strays further than that
+#: (Multi-Digits, 60 rows per task, in the run that set this value: 1.93 fitted against 1.47
+#: optimal on the test images); see ``calibration``.
 TEMPERATURE_PRIOR_SCALE = 0.25
 
 
