@@ -419,7 +419,9 @@ def write_page(rows):
              "test prediction) / the five MLPs' on the same rows. Peak MB: peak resident "
              "memory of the fit and the test prediction above what was resident before, in the "
              "benchmark's process (heap trimmed first); "
-             "X MB: the float32 training X.", ""]
+             "X MB: the float32 training X. A time ratio compares two fits of one run only "
+             "where both were run together: the docs page's provenance says which cells "
+             "were.", ""]
     tables = sorted({r["table"] for r in rows}, key=list(TABLES).index)
     for table in tables:
         note = " (not used to choose any default)" if table in UNTUNED else ""
