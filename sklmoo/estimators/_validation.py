@@ -240,9 +240,9 @@ class RestoreBestEarlyStopping(EarlyStopping):
         Epochs without improvement before stopping; 'auto': the estimator's rule -- for the
         classifiers an eighth of the fit's epoch budget (with ``max_epochs='auto'``, of the
         unextended one), at least 5, and 10 epochs on large tables (``batch_size='auto'``
-        and ``max_epochs='auto'`` above 8,192 training rows); for the regressor 30 epochs (about 120 steps but at
-        least 5 epochs when an epoch is more than 16 'auto' batches, 480 steps but at least
-        10 epochs with a given ``batch_size``), 20 on large tables; on any other skorch net a
+        and ``max_epochs='auto'`` above 8,192 training rows); for the regressor 30 epochs
+        (about 120 steps but at least 5 epochs when an epoch is more than 16 'auto' batches,
+        480 steps but at least 10 epochs with a given ``batch_size``), 20 on large tables; on any other skorch net a
         fifth of its ``max_epochs``, at least 5.
     threshold, threshold_mode, lower_is_better, sink
         As in skorch's ``EarlyStopping``.
