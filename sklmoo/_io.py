@@ -8,6 +8,7 @@ import errno
 import json
 import os
 import pathlib
+import stat
 import zipfile
 import zlib
 
@@ -296,8 +297,11 @@ def check_torch_archive(file, limit, *, allow_stored_bytes=False):
     """
     name = _describe(file)
     if isinstance(file, (str, os.PathLike)):
+        _refuse_special_file(file, name)
         with open(file, "rb") as f:
+            _refuse_special_file(f, name)
             return _check_torch_archive(f, name, limit, allow_stored_bytes)
+    _refuse_special_file(file, name)
     try:
         start = file.tell()
     except (AttributeError, OSError) as exc:
@@ -307,6 +311,22 @@ def check_torch_archive(file, limit, *, allow_stored_bytes=False):
         return _check_torch_archive(file, name, limit, allow_stored_bytes)
     finally:
         file.seek(start)
+
+
+def _refuse_special_file(file, name):
+    """Raise OSError naming ``file`` (a path, or a file object with a descriptor) if it exists
+    and is not a regular file: a device such as /dev/zero streams without end and a FIFO
+    blocks, so neither is read. A missing path is left to ``open``."""
+    if isinstance(file, (str, os.PathLike)):
+        if os.path.exists(file) and not os.path.isfile(file):
+            raise OSError(f"{name} is not a regular file")
+        return
+    try:
+        mode = os.fstat(file.fileno()).st_mode
+    except (AttributeError, OSError, ValueError):      # an in-memory buffer: no descriptor
+        return
+    if not stat.S_ISREG(mode):
+        raise OSError(f"{name} is not a regular file")
 
 
 #: bytes read at a time when an archive's members are checked against their CRC-32
@@ -377,12 +397,12 @@ def read_json(file, max_bytes, max_depth=MAX_JSON_DEPTH):
         if not os.path.exists(file):
             # as open() would (skorch's LoadInitState expects it of a checkpoint not yet written)
             raise FileNotFoundError(errno.ENOENT, "no such file", name)
-        if not os.path.isfile(file):
-            # a FIFO or a device would block or stream forever; a directory cannot be read
-            raise OSError(f"{name} is not a regular file")
+        # a FIFO or a device would block or stream forever; a directory cannot be read
+        _refuse_special_file(file, name)
         with open(file, "rb") as f:
             data = f.read(max_bytes + 1)
     else:
+        _refuse_special_file(file, name)
         start = file.tell()
         try:
             data = file.read(max_bytes + 1)

@@ -237,6 +237,10 @@ def test_file_objects_are_checked_and_put_back(fitted, iris, tmp_path):
     ("[" * 100 + "]" * 100, "nests JSON 100 levels deep"),
     ("[" * 100_000 + "]" * 100_000, "nests JSON deeper than Python can parse"),
     ('{"epoch": 1}', "is not a skorch history"),
+    ('[{"batches": 5}]', "is not a skorch history: epoch 0 has 'batches' that are not"),
+    ('[{"epoch": 1}, {"epoch": "2"}]', "is not a skorch history: epoch 1 has 'epoch' '2'"),
+    ('[{"epoch": 1, "batches": [{"train_loss": "x"}]}]',
+     "is not a skorch history: epoch 0 has 'train_loss' 'x', not"),
     (" " * (16 * 2 ** 20 + 1), "is larger than"),
 ])
 def test_a_hostile_history_is_refused(fitted, iris, tmp_path, text, match):
@@ -244,6 +248,44 @@ def test_a_hostile_history_is_refused(fitted, iris, tmp_path, text, match):
     (tmp_path / "h.json").write_text(text)
     _refused(est, iris[0], rf"f_history=\.\.\.\): .*h\.json {match}" if "history" not in match
              else rf"h\.json {match}", f_history=tmp_path / "h.json")
+
+
+def test_a_loaded_history_is_one_a_later_fit_can_continue(fitted, iris):
+    est = _estimator(fitted, "mtsgd")
+    est.load_params(f_history=fitted[0] / "mtsgd_history.json")
+    before = len(est.history)
+    _fit(est.set_params(warm_start=True), *iris)
+    assert len(est.history) == before + est.max_epochs
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs FIFOs")
+@pytest.mark.parametrize("kind", ["device", "fifo", "device object"])
+def test_a_device_or_fifo_is_refused_without_reading_it(fitted, iris, tmp_path, kind):
+    # /dev/zero would stream zeros without end (GBs in seconds), a FIFO block forever
+    est = _estimator(fitted, "mtsgd")
+    before = _state(est)
+    path = tmp_path / "p.pt"
+    if kind == "fifo":
+        os.mkfifo(path)
+    else:
+        path.symlink_to("/dev/zero")
+    with pytest.raises(OSError, match="p.pt is not a regular file|/dev/zero is not a regular"):
+        if kind == "device object":
+            with open("/dev/zero", "rb") as f:
+                est.load_params(f_params=f)
+        else:
+            est.load_params(f_params=path)
+    with pytest.raises(OSError, match="is not a regular file"):
+        est.load_params(f_history=path if kind != "device object" else "/dev/zero")
+    _assert_unchanged(est, before, iris[0])
+
+
+def test_a_file_of_another_state_is_refused_as_an_optimizer(fitted, iris):
+    est = _estimator(fitted, "mtsgd")
+    _refused(est, iris[0], r"mtsgd\.pt: a file does not hold the state it is loaded as",
+             f_optimizer=fitted[0] / "mtsgd.pt")
+    _refused(est, iris[0], r"a file does not hold the state",
+             f_optimizer=fitted[0] / "l2e_opt.pt")
 
 
 def test_a_failed_load_puts_back_the_history_and_the_optimizer(fitted, iris, tmp_path):

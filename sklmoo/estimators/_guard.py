@@ -1108,7 +1108,8 @@ class SklmooNetMixin:
         file object, put back where it was) must be a zip archive whose members declare
         about the size of the state it replaces, not more, and match their checksums
         (CRC-32), and ``f_history`` a JSON list of
-        at most 16 MB. The loaded parameters must then have the module's keys and shapes,
+        at most 16 MB of epochs a later fit can read (numbers for their losses and durations,
+        a list of batch records). A device or a FIFO is never read. The loaded parameters must then have the module's keys and shapes,
         each backed by data in the file, finite values and positive recalibration factors;
         otherwise nothing is copied.
 
@@ -1130,6 +1131,9 @@ class SklmooNetMixin:
         ValueError
             Naming the file and the problem; the estimator is then exactly as before the call
             (its fitted network, optimiser state and history).
+        OSError
+            If a file cannot be opened or is not a regular file (a device or a FIFO, never
+            read); the estimator is unchanged.
         """
         if checkpoint is not None and not self.initialized_:
             self.initialize()           # skorch does, to format the checkpoint's file names
@@ -1153,6 +1157,12 @@ class SklmooNetMixin:
                 except RuntimeError as exc:     # torch's reader on a corrupted archive
                     names = ", ".join(str(f) for f in files.values())
                     raise ValueError(f"cannot load {names}: {exc}") from exc
+                except KeyError as exc:
+                    # an optimiser's load_state_dict reading a state of another kind (the
+                    # parameters' file, another optimiser's)
+                    names = ", ".join(f"{key}={source}" for key, source in files.items())
+                    raise ValueError(f"cannot load {names}: a file does not hold the state "
+                                     f"it is loaded as (missing {exc})") from exc
             if source is not None:
                 # checks what was loaded before it sets any fitted attribute
                 self._after_load_params()

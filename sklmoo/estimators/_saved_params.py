@@ -125,7 +125,37 @@ def check_history(source):
     if not (isinstance(history, list) and all(isinstance(e, dict) for e in history)):
         raise ValueError(f"load_params(f_history=...): {source} is not a skorch history (a JSON "
                          "list of epochs)")
+    for i, epoch in enumerate(history):
+        problem = _history_entry_problem(epoch)
+        if problem:
+            raise ValueError(f"load_params(f_history=...): {source} is not a skorch history: "
+                             f"epoch {i} {problem}")
     return history
+
+
+#: entries of a history epoch (and of its batches) that fits and callbacks read as numbers
+_NUMERIC_HISTORY_KEYS = ("dur", "train_loss", "valid_loss", "train_batch_size",
+                         "valid_batch_size")
+
+
+def _number(value, integer=False):
+    kinds = (int,) if integer else (int, float)
+    return isinstance(value, kinds) and not isinstance(value, bool)
+
+
+def _history_entry_problem(epoch):
+    """What makes one epoch of a loaded history unreadable by a later fit (its ``epoch`` not
+    an integer, ``batches`` not a list of dicts, a loss or duration not a number), or None."""
+    if "epoch" in epoch and not _number(epoch["epoch"], integer=True):
+        return f"has 'epoch' {epoch['epoch']!r}, not an integer"
+    batches = epoch.get("batches", [])
+    if not (isinstance(batches, list) and all(isinstance(b, dict) for b in batches)):
+        return "has 'batches' that are not a list of records"
+    for record in [epoch, *batches]:
+        for key in _NUMERIC_HISTORY_KEYS:
+            if key in record and record[key] is not None and not _number(record[key]):
+                return f"has {key!r} {record[key]!r}, not a number"
+    return None
 
 
 def check_state_dict(module, state_dict, source):
