@@ -5,6 +5,7 @@ import torch
 from sklearn.base import ClassifierMixin
 
 from ..metrics import entropy_decomposition
+from ..metrics._multitask import check_label_kinds
 from ..metrics._recalibration import apply_temperature, fit_temperature, pool_log_linear
 from ._mtsgd_base import MTSGDNetBase
 from ._validation import ValidationSplit
@@ -468,8 +469,9 @@ class MTSGDMultiTaskClassifier(ClassifierMixin, MTSGDNetBase):
         """Mean over tasks of the accuracy on each task's labelled samples.
 
         (scikit-learn's ``accuracy_score`` rejects multiclass-multioutput targets.) A label not
-        seen in fit counts as a wrong prediction; tasks without any labelled sample in ``y``
-        are left out of the mean.
+        seen in fit counts as a wrong prediction, labels of another type (numbers for a fit
+        on strings) are an error; tasks without any labelled sample in ``y`` are left out of
+        the mean. A DataFrame ``y`` is matched to the fit's columns by name, as in ``fit``.
 
         Parameters
         ----------
@@ -484,7 +486,7 @@ class MTSGDMultiTaskClassifier(ClassifierMixin, MTSGDNetBase):
         float
         """
         pred = decode_predictions(self._predict_codes(X), self._task_classes())
-        y = as_task_columns(y)[0]
+        y = as_task_columns(self._match_target_columns(y))[0]
         arr, _ = as_2d_targets(y, len(pred))
         if arr.shape[1] != self.n_tasks_:
             raise ValueError(f"y has {arr.shape[1]} task columns but the estimator was fitted "
@@ -503,6 +505,8 @@ class MTSGDMultiTaskClassifier(ClassifierMixin, MTSGDNetBase):
             col = task_column(y, arr, t)
             lab = ~missing_mask(col, self.missing_label)
             if lab.any() and w[lab].sum() > 0:
+                check_label_kinds(col[lab], self._task_classes()[t],
+                                  f"task {self.task_names_[t]!r}: ", "the fitted classes_")
                 hits = np.array([a == b for a, b in zip(col[lab].tolist(),
                                                         pred[lab, t].tolist())], dtype=float)
                 accs.append(np.average(hits, weights=w[lab]))

@@ -15,6 +15,7 @@ from ._mtsgd_base import MTSGDNetBase
 from ._rows import RowData, take_rows
 from ._targets import regression_targets
 from ._validation import ValidationSplit
+from ._weights import check_sample_weight
 
 
 #: the noise scales learn this many times faster than the rest of the network (see the class
@@ -1105,7 +1106,8 @@ class MTSGDRegressor(RegressorMixin, MTSGDNetBase):
     def score(self, X, y, sample_weight=None):
         """:math:`R^2` of the ensemble mean, averaged uniformly over the outputs (scikit-learn's
         multi-output default). Missing targets (NaN) are left out of their output's
-        :math:`R^2`.
+        :math:`R^2`; a DataFrame ``y`` is matched to the fit's columns by name, as in
+        ``fit``.
 
         Parameters
         ----------
@@ -1120,23 +1122,26 @@ class MTSGDRegressor(RegressorMixin, MTSGDNetBase):
         float
         """
         pred = self.predict(X)
+        y = self._match_target_columns(y)
         arr = np.asarray(y.to_numpy() if hasattr(y, "to_numpy") else y, dtype=np.float64)
-        if arr.shape != pred.shape and arr.size == pred.size:
-            arr = arr.reshape(pred.shape)
+        if (arr.shape != pred.shape and arr.ndim + pred.ndim == 3 and len(arr) == len(pred)
+                and arr.size == pred.size):
+            arr = arr.reshape(pred.shape)        # (n,) against (n, 1), or the other way round
         if arr.shape != pred.shape:
             raise ValueError(f"y has shape {arr.shape} but the predictions have {pred.shape}")
         if np.isinf(arr).any():
             raise ValueError("y holds inf: R^2 is undefined for infinite targets")
         arr, pred = arr.reshape(len(arr), -1), pred.reshape(len(pred), -1)
-        w = None if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
+        w = None if sample_weight is None else check_sample_weight(sample_weight, len(arr))
         scores = []
         for t in range(arr.shape[1]):
             rows = ~np.isnan(arr[:, t])
-            if rows.sum() >= 2:
+            if rows.sum() >= 2 and (w is None or w[rows].sum() > 0):
                 scores.append(_r2_scale_free(arr[rows, t], pred[rows, t],
                                              None if w is None else w[rows]))
         if not scores:
-            raise ValueError("y has no output with two or more observed values")
+            raise ValueError("y has no output with two or more observed values (of positive "
+                             "weight)")
         return float(np.mean(scores))
 
 

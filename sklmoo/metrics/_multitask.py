@@ -14,7 +14,7 @@ import numpy as np
 from sklearn.metrics import get_scorer, make_scorer
 from sklearn.utils import get_tags
 
-from ._scorers import _MetricScorer, _RoutedScorer, with_missing_marked
+from ._scorers import _MetricScorer, _RoutedScorer, in_fit_order, with_missing_marked
 from ._validation import aggregate, check_sample_weight, missing_label_mask
 
 
@@ -50,6 +50,17 @@ def _label_kind(values):
     if all(isinstance(v, (int, float, np.number, bool, np.bool_)) for v in items):
         return "number"
     return None
+
+
+def check_label_kinds(true, predicted, where="", predicted_name="y_pred"):
+    """``ValueError`` (prefixed by ``where``) when the labels ``true`` are strings and
+    ``predicted`` numbers or the other way round: scikit-learn's ``accuracy_score`` refuses this
+    too, since '1' never equals 1."""
+    kinds = (_label_kind(np.asarray(true)), _label_kind(np.asarray(predicted)))
+    if set(kinds) == {"string", "number"}:
+        raise ValueError(f"{where}y_true holds {kinds[0]} labels and {predicted_name} "
+                         f"{kinds[1]} labels (mix of label input types): convert one to the "
+                         "other's type, e.g. y_true.astype(int) for labels read as text")
 
 
 def _equal(a, b):
@@ -110,13 +121,7 @@ def multitask_accuracy_score(y_true, y_pred, *, sample_weight=None,
             values.append(np.nan)
             continue
         true, predicted = _infer_dtype(y[rows, t]), _infer_dtype(pred[rows, t])
-        kinds = (_label_kind(true), _label_kind(predicted))
-        if set(kinds) == {"string", "number"}:
-            # scikit-learn's accuracy_score refuses this too: '1' never equals 1
-            task = f"task {t}: " if multitask else ""
-            raise ValueError(f"{task}y_true holds {kinds[0]} labels and y_pred {kinds[1]} "
-                             "labels (mix of label input types): convert one to the other's "
-                             "type, e.g. y_true.astype(int) for labels read as text")
+        check_label_kinds(true, predicted, f"task {t}: " if multitask else "")
         hits = _equal(true, predicted)
         values.append(float(np.average(hits, weights=w)))
     values = np.array(values)
@@ -137,7 +142,7 @@ class _LabelScorer(_MetricScorer):
     different types is not)."""
 
     def __call__(self, estimator, X, y_true, sample_weight=None):
-        y_true = with_missing_marked(estimator, y_true)
+        y_true = with_missing_marked(estimator, in_fit_order(estimator, y_true))
         return self._sign * self._score_func(y_true, estimator.predict(X),
                                              sample_weight=sample_weight, **self._kwargs)
 
@@ -224,7 +229,7 @@ class _PerTaskScorer(_RoutedScorer):
         return int(task) % n_tasks
 
     def __call__(self, estimator, X, y_true, sample_weight=None):
-        y_true = with_missing_marked(estimator, y_true)
+        y_true = with_missing_marked(estimator, in_fit_order(estimator, y_true))
         y, multitask = _as_2d(y_true, "y_true")
         if not multitask:
             raise ValueError("per_task_scorer needs a multi-task y_true (n_samples, n_tasks); "

@@ -28,16 +28,12 @@ def _classes_of(estimator):
     return np.asarray(classes)
 
 
-def _missing_marker(estimator):
-    """The missing-label marker of a fitted multi-task classifier when it is neither NaN nor
-    None (sklmoo's ``missing_label``; read through pipelines' last steps and searches' best
-    estimators), else None."""
+def _final_estimator(estimator, attribute):
+    """The estimator, or the last step of a pipeline / the best estimator of a search (nested
+    up to 16 deep), that has ``attribute``; None if none has."""
     for _ in range(16):
-        if hasattr(estimator, "missing_label"):
-            marker = estimator.missing_label
-            if marker is None or (isinstance(marker, float) and np.isnan(marker)):
-                return None
-            return marker
+        if hasattr(estimator, attribute):
+            return estimator
         if hasattr(estimator, "steps"):
             estimator = estimator.steps[-1][1]
         elif hasattr(estimator, "best_estimator_"):
@@ -45,6 +41,26 @@ def _missing_marker(estimator):
         else:
             return None
     return None
+
+
+def _missing_marker(estimator):
+    """The missing-label marker of a fitted multi-task classifier when it is neither NaN nor
+    None (sklmoo's ``missing_label``; read through pipelines' last steps and searches' best
+    estimators), else None."""
+    estimator = _final_estimator(estimator, "missing_label")
+    marker = None if estimator is None else estimator.missing_label
+    if marker is None or (isinstance(marker, float) and np.isnan(marker)):
+        return None
+    return marker
+
+
+def in_fit_order(estimator, y_true):
+    """``y_true`` as a sklmoo estimator's ``fit`` and ``score`` read targets: a DataFrame of
+    several columns named as the fit's (``task_names_``) but in another order is reordered by
+    name, and one with other names is an error; anything else (and any other estimator's
+    ``y_true``) is read by position, unchanged."""
+    estimator = _final_estimator(estimator, "_match_target_columns")
+    return y_true if estimator is None else estimator._match_target_columns(y_true)
 
 
 def _equals(value, marker):
@@ -188,7 +204,7 @@ class CalibrationScorer(_MetricScorer):
 
     def __call__(self, estimator, X, y_true, sample_weight=None):
         labels = _classes_of(estimator)
-        y_true = with_missing_marked(estimator, y_true)
+        y_true = with_missing_marked(estimator, in_fit_order(estimator, y_true))
         kwargs = dict(self._kwargs)
         if self._score_func in _METRICS.values():
             # a test fold's label that its training fold never held is a wrong prediction
@@ -302,7 +318,8 @@ class RegressionScorer(_MetricScorer):
             raise TypeError(f"{type(estimator).__name__}.predict does not accept "
                             "return_std=True; regression calibration scorers need a predictive "
                             "standard deviation") from exc
-        value = self._score_func(y_true, mean, std, sample_weight=sample_weight,
+        value = self._score_func(in_fit_order(estimator, y_true), mean, std,
+                                 sample_weight=sample_weight,
                                  **self._kwargs)
         return self._sign * value
 

@@ -1,0 +1,126 @@
+"""What the estimators' ``score`` and sklmoo's scorers read (a fifth hostile-input audit): targets
+as ``fit`` reads them (a DataFrame's columns by name), weights checked as scikit-learn checks
+them, and labels of another type refused rather than counted as wrong."""
+
+import warnings
+
+import numpy as np
+import pandas as pd
+import pytest
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.metrics import r2_score
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import StandardScaler
+
+from sklmoo import MTSGDMultiTaskClassifier, MTSGDRegressor
+from sklmoo.metrics import (gaussian_nll_scorer, multitask_accuracy_scorer, nll_scorer,
+                            per_task_scorer)
+
+
+def _fit(est, X, y):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        return est.fit(X, y)
+
+
+@pytest.fixture(scope="module")
+def data():
+    rng = np.random.RandomState(0)
+    X = rng.randn(150, 4).astype(np.float32)
+    # two tasks of different difficulty, so that swapping them changes every score
+    labels = pd.DataFrame({"easy": (X[:, 0] > 0).astype(int),
+                           "hard": (X[:, 1] + rng.randn(150) > 0.5).astype(int)})
+    targets = pd.DataFrame({"a": X[:, 0] + 0.1 * rng.randn(150),
+                            "b": -3.0 * X[:, 1] + rng.randn(150)}).astype(np.float32)
+    return X, labels, targets
+
+
+@pytest.fixture(scope="module")
+def classifier(data):
+    X, labels, _ = data
+    return _fit(MTSGDMultiTaskClassifier(n_particles=2, max_epochs=3, random_state=0), X, labels)
+
+
+@pytest.fixture(scope="module")
+def regressor(data):
+    X, _, targets = data
+    return _fit(MTSGDRegressor(n_particles=2, max_epochs=3, mean_function="linear",
+                               random_state=0), X, targets)
+
+
+@pytest.mark.parametrize("score", [
+    lambda est, X, y: est.score(X, y),
+    nll_scorer,
+    multitask_accuracy_scorer,
+    per_task_scorer("accuracy", task="hard"),
+    per_task_scorer("neg_log_loss", task="easy"),
+])
+def test_a_frame_of_labels_is_scored_by_column_name(data, classifier, score):
+    X, labels, _ = data
+    assert score(classifier, X, labels[["hard", "easy"]]) == score(classifier, X, labels)
+
+
+@pytest.mark.parametrize("score", [lambda est, X, y: est.score(X, y), gaussian_nll_scorer])
+def test_a_frame_of_targets_is_scored_by_column_name(data, regressor, score):
+    X, _, targets = data
+    assert score(regressor, X, targets[["b", "a"]]) == score(regressor, X, targets)
+
+
+def test_columns_are_matched_through_a_pipeline_and_other_names_refused(data):
+    X, labels, _ = data
+    pipe = _fit(make_pipeline(StandardScaler(), MTSGDMultiTaskClassifier(
+        n_particles=2, max_epochs=2, random_state=0)), X, labels)
+    assert nll_scorer(pipe, X, labels[["hard", "easy"]]) == nll_scorer(pipe, X, labels)
+    renamed = labels.rename(columns={"easy": "other"})
+    with pytest.raises(ValueError, match=r"y's columns \['other', 'hard'\] are not the fit's"):
+        pipe.score(X, renamed)
+    with pytest.raises(ValueError, match="are not the fit's"):
+        nll_scorer(pipe, X, renamed)
+
+
+def test_unnamed_targets_are_read_by_position(data):
+    X, labels, _ = data
+    est = _fit(MTSGDMultiTaskClassifier(n_particles=2, max_epochs=2, random_state=0), X,
+               labels.to_numpy())
+    assert est.score(X, pd.DataFrame(labels.to_numpy())) == est.score(X, labels.to_numpy())
+
+
+def test_labels_of_another_type_are_refused_not_counted_wrong(data):
+    X, labels, _ = data
+    est = _fit(MTSGDMultiTaskClassifier(n_particles=2, max_epochs=2, random_state=0), X,
+               labels.astype(str))
+    assert est.score(X, labels.astype(str)) > 0.5
+    with pytest.raises(ValueError, match="task 'easy': y_true holds number labels and the "
+                                         "fitted classes_ string labels"):
+        est.score(X, labels)
+    with pytest.raises(ValueError, match="mix of label input types"):
+        multitask_accuracy_scorer(est, X, labels)
+
+
+@pytest.mark.parametrize("weight, match", [
+    (np.r_[np.nan, np.ones(149)], "contains NaN"),
+    (np.r_[np.inf, np.ones(149)], "infinity"),
+    (np.ones(149), r"shape == \(149,\), expected \(150,\)"),
+    (np.ones((150, 2)), "1D array"),
+    (np.r_[-1.0, np.ones(149)], "Negative values"),
+    (np.zeros(150), "non-zero"),
+])
+def test_the_regressor_score_checks_its_weights(data, regressor, weight, match):
+    X, _, targets = data
+    with pytest.raises(ValueError, match=f"sample_weight: .*{match}"):
+        regressor.score(X, targets, sample_weight=weight)
+
+
+def test_the_regressor_score_refuses_targets_of_another_shape(data, regressor):
+    X, _, targets = data
+    y = targets.to_numpy()
+    with pytest.raises(ValueError, match=r"y has shape \(2, 150\) but the predictions"):
+        regressor.score(X, y.T)
+    with pytest.raises(ValueError, match=r"y has shape \(300,\)"):
+        regressor.score(X, y.T.ravel())
+    one = _fit(MTSGDRegressor(n_particles=2, max_epochs=2, mean_function="linear",
+                              random_state=0), X, y[:, 0])
+    # a column vector is the same single output, as scikit-learn reads it
+    assert one.score(X, y[:, :1]) == one.score(X, y[:, 0])
+    np.testing.assert_allclose(one.score(X, y[:, 0]), r2_score(y[:, 0], one.predict(X)),
+                               rtol=1e-6)
