@@ -621,3 +621,26 @@ def test_non_numeric_columns_are_named(iris, name):
     est = _quiet(ESTIMATORS[name]().fit, frame, _target(name, y, X))
     with pytest.raises(ValueError, match=r"non-numeric column\(s\) \['flag'\]"):
         est.predict(frame.assign(flag=np.where(X[:, 0] > 0, "yes", "no")))
+
+
+def test_a_missing_label_in_one_task_of_an_array_gives_every_task_one_label_dtype(iris):
+    # NaN made the whole array float: every task's labels come back as the integers they are,
+    # and predict returns one integer array (was int64 for that task, float64 for the other,
+    # and an object array of predictions that scikit-learn's metrics refuse)
+    X, y = iris
+    Y = np.c_[y == 0, y == 1].astype(float)
+    Y[0, 0] = np.nan
+    est = _quiet(MTSGDMultiTaskClassifier(n_particles=2, max_epochs=2, random_state=0).fit,
+                 X, Y)
+    assert [c.dtype for c in est.classes_] == [np.int64, np.int64]
+    assert est.predict(X[:3]).dtype == np.int64
+    # without a missing label the float labels stay float, as scikit-learn keeps y's dtype
+    est = _quiet(MTSGDMultiTaskClassifier(n_particles=2, max_epochs=2, random_state=0).fit,
+                 X, np.c_[y == 0, y == 1].astype(float))
+    assert [c.dtype for c in est.classes_] == [np.float64, np.float64]
+    labels = np.c_[y == 0, y == 1].astype(int).astype(str).astype(object)
+    labels[0, 1] = "?"
+    est = _quiet(MTSGDMultiTaskClassifier(n_particles=2, max_epochs=2, random_state=0,
+                                          missing_label="?").fit, X, labels)
+    assert [c.dtype.kind for c in est.classes_] == ["U", "U"]
+    assert est.predict(X[:3]).dtype.kind == "U"

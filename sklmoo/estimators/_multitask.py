@@ -156,7 +156,8 @@ class MTSGDMultiTaskClassifier(ClassifierMixin, MTSGDNetBase):
     Attributes
     ----------
     classes_ : ndarray, or list of ndarray
-        The labels (one array per task for a 2-D ``y``).
+        The labels (one array per task for a 2-D ``y``), in ``y``'s dtype; integers where a
+        missing label made them float (in an array: every task's).
     task_names_ : list of str
         The target DataFrame's column names (a Series' name), else ``task_0``, ...
     n_features_in_ : int

@@ -109,9 +109,13 @@ def encode_targets(y, n_samples, missing_label=None):
     task_names = names or default_names(n_tasks)
     codes = np.full(arr.shape, -1, dtype=np.int64)
     classes = []
+    columns = [task_column(y, arr, t) for t in range(n_tasks)]
+    masks = [missing_mask(col, missing_label) for col in columns]
+    # an array's dtype is the whole y's: a missing label in one task made every task float (or
+    # object), so every task gets its labels' own dtype back; a DataFrame's columns have their own
+    shared = not isinstance(y, pd.DataFrame) and any(m.any() for m in masks)
     for t in range(n_tasks):
-        col = task_column(y, arr, t)
-        missing = missing_mask(col, missing_label)
+        col, missing = columns[t], masks[t]
         present = col[~missing]
         try:
             cls = np.unique(present)
@@ -127,7 +131,7 @@ def encode_targets(y, n_samples, missing_label=None):
                 "labelled samples; every task needs at least two classes"
             )
         codes[~missing, t] = np.searchsorted(cls, present)
-        classes.append(_tidy_classes(cls, missing.any()))
+        classes.append(_tidy_classes(cls, shared or missing.any()))
     return codes, classes, task_names
 
 
