@@ -598,6 +598,17 @@ def test_a_device_set_after_fit_is_checked_when_predicting(iris, name):
         est.predict(X)
 
 
+@pytest.mark.parametrize("name", list(ESTIMATORS))
+def test_the_meta_device_is_refused_for_predictions_and_fits(iris, name):
+    # tensors on 'meta' have no values: predictions read there were garbage and NaN
+    X, y = iris
+    est = _quiet(ESTIMATORS[name]().fit, X, _target(name, y, X))
+    est.set_params(device="meta")
+    for call in (lambda: est.predict(X), lambda: est.fit(X, _target(name, y, X))):
+        with pytest.raises(ValueError, match="device='meta' holds no values"):
+            call()
+
+
 def test_l2e_names_missing_labels():
     X = np.random.default_rng(0).normal(size=(20, 3)).astype(np.float32)
     y = pd.array(["a", "b"] * 9 + [None, "b"], dtype="string")

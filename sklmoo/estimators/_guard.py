@@ -585,10 +585,14 @@ class SklmooNetMixin:
         """Fail at the start of fit, with a message, when the device cannot be used."""
         device = str(self.device) if self.device is not None else "cpu"
         try:
-            torch.device(device)
+            kind = torch.device(device).type
         except (RuntimeError, ValueError, TypeError):
             raise ValueError(f"device must name a torch device such as 'cpu', 'cuda' or "
                              f"'cuda:0', got {self.device!r}") from None
+        if kind == "meta":
+            # tensors there have shapes but no values: predictions would be whatever memory held
+            raise ValueError("device='meta' holds no values (tensor shapes only), so nothing "
+                             "can be fitted or predicted there: use 'cpu' or 'cuda'")
         if device.startswith("cuda") and not torch.cuda.is_available():
             raise ValueError(f"device={device!r} but CUDA is not available on this machine "
                              "(torch.cuda.is_available() is False): use device='cpu', or install "
