@@ -655,3 +655,25 @@ def test_a_missing_label_in_one_task_of_an_array_gives_every_task_one_label_dtyp
                                           missing_label="?").fit, X, labels)
     assert [c.dtype.kind for c in est.classes_] == ["U", "U"]
     assert est.predict(X[:3]).dtype.kind == "U"
+
+
+def test_the_function_kernel_is_not_chosen_for_many_particles_and_refused_past_memory(
+        iris, monkeypatch):
+    # its pairwise terms grow as n_particles squared: 'auto' takes the parameter kernel above
+    # 64 particles, and an explicit function kernel whose terms would not fit is refused at
+    # its first step, before they are allocated (1,000 particles asked torch for 16 GB)
+    X, _ = iris
+    y = X[:, 0] + X[:, 1]
+    est = _quiet(MTSGDRegressor(n_particles=65, max_epochs=1, mean_function=None,
+                                random_state=0).fit, X, y)
+    assert est.kernel_ == "parameter"
+    est = _quiet(MTSGDRegressor(n_particles=64, max_epochs=1, mean_function=None,
+                                random_state=0).fit, X, y)
+    assert est.kernel_ == "function"
+    monkeypatch.setattr(MTSGDRegressor, "_device_memory", lambda self: 8 * 2 ** 20)
+    est = MTSGDRegressor(n_particles=20, kernel="function", max_epochs=1, random_state=0,
+                         mean_function=None)
+    with pytest.raises(ValueError, match=r"kernel='function' with n_particles=20 needs about "
+                                         r".* GiB per step for its pairwise terms"):
+        est.fit(X, y)
+    assert not est.__sklearn_is_fitted__()

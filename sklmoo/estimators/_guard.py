@@ -569,17 +569,23 @@ class SklmooNetMixin:
         lower ``lower`` (default: ``name``)."""
         n_params = sum(p.numel() for p in member.parameters())
         need = float(n_members) * n_params * copies * 4
-        device = torch.device(str(self.device) if self.device is not None else "cpu")
-        if device.type == "cuda":
-            total = torch.cuda.get_device_properties(device.index or 0).total_memory
-        else:
-            total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+        total = self._device_memory()
         if need > total:
             held = f", each held {copies} times ({held})," if held else ""
             raise ValueError(f"{name}={n_members} networks of {n_params} parameters{held} would "
                              f"need about {need / 2 ** 30:.3g} GiB, more than the "
-                             f"{total / 2 ** 30:.3g} GiB of memory of {device.type}: lower "
-                             f"{lower or name}")
+                             f"{total / 2 ** 30:.3g} GiB of memory of {self._device_kind()}: "
+                             f"lower {lower or name}")
+
+    def _device_kind(self):
+        return torch.device(str(self.device) if self.device is not None else "cpu").type
+
+    def _device_memory(self):
+        """Bytes of memory of the estimator's device (a GPU's, or the machine's RAM)."""
+        device = torch.device(str(self.device) if self.device is not None else "cpu")
+        if device.type == "cuda":
+            return torch.cuda.get_device_properties(device.index or 0).total_memory
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
 
     def _check_device_available(self):
         """Fail at the start of fit, with a message, when the device cannot be used."""

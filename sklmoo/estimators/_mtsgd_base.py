@@ -487,6 +487,14 @@ class MTSGDNetBase(SklmooNetMixin, NeuralNet):
     #: parameter kernel above (a function-space repulsion costs about M backward passes per
     #: trunk and head, each step; see the user guide)
     _auto_function_kernel_rows = 8192
+    #: ... and with at most this many particles: its pairwise terms grow as the square of
+    #: ``n_particles`` (M x M cotangents of each particle's outputs on the batch; 200 particles
+    #: of the default 64-64 regressor on a 120-row table took 3.0 GB against 0.5 GB with the
+    #: parameter kernel)
+    _auto_function_kernel_particles = 64
+    #: the function kernel's pairwise terms held about this many times at once (cotangents,
+    #: their products and the pulled-back sums; 200 particles: 4.5)
+    _function_kernel_copies = 5
 
     def _kernel_kind(self):
         """'function' or 'parameter': ``kernel``, or what 'auto' chose for this fit
@@ -499,10 +507,26 @@ class MTSGDNetBase(SklmooNetMixin, NeuralNet):
         """``kernel_`` for a fit on ``n_train`` rows, and the rules rebuilt when it changed."""
         before = self._kernel_kind()
         self.kernel_ = (self.kernel if self.kernel != "auto" else
-                        "function" if n_train <= self._auto_function_kernel_rows
+                        "function" if (n_train <= self._auto_function_kernel_rows and
+                                       self.n_particles <= self._auto_function_kernel_particles)
                         else "parameter")
         if self.kernel_ != before:
             self._initialize_rules()
+
+    def _check_function_kernel_memory(self, features, outputs):
+        """``ValueError`` before the function kernel's pairwise terms are allocated when they
+        would not fit in the device's memory: M x M cotangents of every particle's features
+        and outputs on the batch, held about ``_function_kernel_copies`` times."""
+        m = features.shape[0]
+        per_particle = features[0].numel() + sum(o.numel() // m for o in outputs)
+        need = float(m) * m * per_particle * 4 * self._function_kernel_copies
+        total = self._device_memory()
+        if need > total:
+            raise ValueError(f"kernel='function' with n_particles={m} needs about "
+                             f"{need / 2 ** 30:.3g} GiB per step for its pairwise terms (they "
+                             f"grow as n_particles squared times the batch), more than the "
+                             f"{total / 2 ** 30:.3g} GiB of memory of this device: lower "
+                             "n_particles or batch_size, or use kernel='parameter'")
 
     def _initialize_rules(self):
         """The trunk and head rules (``rules_``) and the warm-up rules (``warmup_rules_``):
@@ -578,6 +602,7 @@ class MTSGDNetBase(SklmooNetMixin, NeuralNet):
         function_space = None
         if (self._kernel_kind() == "function" and not warming_up
                 and self.method in ("mtsgd", "moo_svgd")):
+            self._check_function_kernel_memory(features, y_pred)
             function_space = FunctionSpace(features, y_pred, self.bandwidth, self.smooth_drive,
                                            inputs=Xi)
         try:

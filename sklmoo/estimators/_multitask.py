@@ -60,7 +60,7 @@ class MTSGDMultiTaskClassifier(ClassifierMixin, MTSGDNetBase):
         behave almost as an independent ensemble) or each particle's outputs on the mini-batch
         (a real repulsion and more diversity, at a higher cost per epoch). Try 'function' when
         the ensemble itself is overconfident; see :ref:`ug-mtsgd`. 'auto': 'function' up to
-        8,192 training rows, 'parameter' above (the regressor's default; ``kernel_``).
+        8,192 rows and 64 particles, else 'parameter' (the regressor's default; ``kernel_``).
     smooth_drive : bool, default=False
         False: each particle follows its own score and the kernel only sets the repulsion.
         True: each follows the kernel-weighted average of all particles' scores (SVGD's form,
@@ -156,8 +156,8 @@ class MTSGDMultiTaskClassifier(ClassifierMixin, MTSGDNetBase):
     Attributes
     ----------
     classes_ : ndarray, or list of ndarray
-        The labels (one array per task for a 2-D ``y``), in ``y``'s dtype; integers where a
-        missing label made them float (in an array: every task's).
+        The labels (one array per task for a 2-D ``y``), in ``y``'s dtype (integers where
+        missing labels made them float).
     task_names_ : list of str
         The target DataFrame's column names (a Series' name), else ``task_0``, ...
     n_features_in_ : int

@@ -107,9 +107,9 @@ class MTSGDRegressor(RegressorMixin, MTSGDNetBase):
         (:ref:`ug-when-to-use`).
     kernel : {'auto', 'function', 'parameter'}, default='auto'
         What the RBF kernel compares: each particle's trunk features and per-output (mean,
-        scale) on the mini-batch, or the flattened parameters (faster, and worse on some
-        small tables). 'auto': 'function' up to 8,192 training rows, 'parameter' above
-        (``kernel_``); :ref:`ug-mtsgd-regression`.
+        scale) on the mini-batch, or the flattened parameters (faster, worse on some
+        small tables). 'auto': 'function' up to 8,192 rows and 64 particles, else
+        'parameter' (``kernel_``); :ref:`ug-mtsgd-regression`.
     smooth_drive, bandwidth, repulsion, head_repulsion, warmup_epochs, input_shape
         As in :class:`MTSGDMultiTaskClassifier`.
     task_normalization : {'none', 'l2'}, default='none'
@@ -185,7 +185,7 @@ class MTSGDRegressor(RegressorMixin, MTSGDNetBase):
         batches of eight times as many rows (at most 4,096, never fewer than a training
         batch) unless ``iterator_valid__batch_size`` is given.
     train_split : callable or None, default=ValidationSplit(fraction=0.2)
-        20 % of the rows at any size (the classifiers hold out less of a large table,
+        20 % of the rows at any size (the classifiers: less of a large table,
         :ref:`ug-scale`); otherwise as in :class:`MTSGDMultiTaskClassifier` (not stratified):
         the held-out rows drive early stopping with restore-best (their loss is the Gaussian
         negative log-likelihood of the pooled prediction; patience 30 epochs, fewer above 16
