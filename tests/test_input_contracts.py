@@ -677,3 +677,20 @@ def test_the_function_kernel_is_not_chosen_for_many_particles_and_refused_past_m
                                          r".* GiB per step for its pairwise terms"):
         est.fit(X, y)
     assert not est.__sklearn_is_fitted__()
+
+
+@pytest.mark.parametrize("name", list(ESTIMATORS))
+def test_a_module_parameter_the_module_does_not_take_changes_nothing(iris, name):
+    # as scikit-learn's set_params on an invalid parameter: the fitted estimator stays
+    # fitted and usable, and the typo is not kept (it made every later fit raise)
+    X, y = iris
+    est = _quiet(ESTIMATORS[name]().fit, X, _target(name, y, X))
+    before = est.predict_proba(X) if hasattr(est, "predict_proba") else est.predict(X)
+    with pytest.raises(TypeError, match="unexpected keyword argument 'hidden'"):
+        est.set_params(module__hidden=8)
+    assert est.__sklearn_is_fitted__()
+    after = est.predict_proba(X) if hasattr(est, "predict_proba") else est.predict(X)
+    np.testing.assert_array_equal(after, before)
+    assert "module__hidden" not in est.get_params()
+    assert "module__hidden" not in clone(est).get_params()
+    _quiet(est.fit, X, _target(name, y, X))

@@ -201,6 +201,31 @@ class SklmooNetMixin:
                 if not (k.startswith("callbacks__") and k.split("__")[1] in defaults
                         and k not in given)}
 
+    def set_params(self, **params):
+        """Set the estimator's parameters (skorch's ``set_params``).
+
+        When setting them fails (a ``module__*`` parameter the module does not take is found
+        when a fitted estimator rebuilds its network), the estimator is left exactly as it
+        was, fitted or not, as scikit-learn's ``set_params`` changes nothing on an invalid
+        parameter.
+
+        Parameters
+        ----------
+        **params : dict
+            Estimator parameters.
+
+        Returns
+        -------
+        self : estimator
+        """
+        saved = dict(vars(self))
+        try:
+            return super().set_params(**params)
+        except BaseException:
+            vars(self).clear()
+            vars(self).update(saved)
+            raise
+
     def _param_defaults(self):
         import inspect
 
