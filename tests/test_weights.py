@@ -574,6 +574,24 @@ def test_weights_beyond_the_arithmetic_are_refused_before_fitting(name, table, s
     assert ok.__sklearn_is_fitted__()
 
 
+def test_class_weights_beyond_the_arithmetic_are_named(table):
+    X, _, _, _ = table
+    y = _target("mtsgd", table)
+    est = MAKERS["mtsgd"](class_weight={label: 1e30 for label in np.unique(y)})
+    with pytest.raises(ValueError, match="^sample_weight and class_weight: the training rows' "
+                                         "mean weight is 1e"):
+        est.fit(X, y)
+    assert not est.__sklearn_is_fitted__()
+
+
+def test_scoring_with_zero_weights_everywhere_names_the_weights(table):
+    X, _, _, _ = table
+    y = _target("mtsgd", table)
+    est = _quiet_fit(MAKERS["mtsgd"](), X, y)
+    with pytest.raises(ValueError, match="no labelled sample of positive sample_weight"):
+        est.score(X, y, sample_weight=np.zeros(len(X)))
+
+
 @pytest.mark.parametrize("name", list(MAKERS))
 def test_a_zero_dimensional_array_is_a_number(name, table):
     X, _, _, _ = table

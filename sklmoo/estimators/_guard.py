@@ -1029,7 +1029,9 @@ class SklmooNetMixin:
         kept = per_row[per_row > 0]
         self._weight_warning = None
         if len(kept):
-            check_data_weight(kept)
+            class_weight = getattr(self, "class_weight", None) is not None
+            check_data_weight(kept, "sample_weight and class_weight" if class_weight
+                              else "sample_weight")
             mean = float(kept.mean())
             if mean < self._light_weight and self._reads_weight_scale():
                 # e.g. weights normalised to sum to 1: a fit on as much data as one row (given

@@ -512,7 +512,9 @@ class MTSGDMultiTaskClassifier(ClassifierMixin, MTSGDNetBase):
                                                         pred[lab, t].tolist())], dtype=float)
                 accs.append(np.average(hits, weights=w[lab]))
         if not accs:
-            raise ValueError("y has no labelled sample in any task")
+            raise ValueError("y has no labelled sample in any task" if sample_weight is None
+                             else "y has no labelled sample of positive sample_weight in any "
+                             "task")
         return float(np.mean(accs))
 
 

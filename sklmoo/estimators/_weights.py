@@ -42,15 +42,15 @@ def check_sample_weight(sample_weight, n_samples):
 MEAN_WEIGHT_RANGE = (1e-6, 1e6)
 
 
-def check_data_weight(weights):
+def check_data_weight(weights, source="sample_weight"):
     """``ValueError`` unless the mean of the rows' (positive) ``weights`` lies within
-    ``MEAN_WEIGHT_RANGE``."""
+    ``MEAN_WEIGHT_RANGE``; ``source`` names the parameters the weights came from."""
     low, high = MEAN_WEIGHT_RANGE
     top = float(np.max(weights))
     mean = top * float(np.mean(np.asarray(weights) / top))    # no overflow near 1e308
     if not (np.isfinite(mean) and low <= mean <= high):
         raise ValueError(
-            f"sample_weight: the training rows' mean weight is {mean:.3g}; a weight counts as "
+            f"{source}: the training rows' mean weight is {mean:.3g}; a weight counts as "
             f"that many observations (as in scikit-learn), and a mean outside [{low:g}, "
             f"{high:g}] makes the likelihood's N over- or underflow: rescale the weights, "
             "e.g. sample_weight / sample_weight.mean()")
