@@ -21,6 +21,18 @@ def _temporary(path):
     return path.with_name(f".{path.name}.{os.getpid()}.tmp")
 
 
+def _replace(tmp, path):
+    """Rename ``tmp`` over ``path``, keeping the permissions of the file it replaces (a file
+    made private with ``chmod 600`` stays private); a new file keeps the temporary's."""
+    try:
+        mode = stat.S_IMODE(os.stat(path).st_mode)
+    except FileNotFoundError:
+        mode = None
+    if mode is not None:
+        os.chmod(tmp, mode)
+    os.replace(tmp, path)
+
+
 @contextlib.contextmanager
 def atomic_files(paths):
     """Write several files atomically through code that takes paths: yields a dict of the
@@ -59,7 +71,7 @@ def atomic_files(paths):
                 continue
             with open(tmp, "rb") as f:
                 os.fsync(f.fileno())
-            os.replace(tmp, targets[key])
+            _replace(tmp, targets[key])
     finally:
         for tmp in temporaries.values():
             if tmp.exists():
@@ -88,7 +100,7 @@ def atomic_write(path, write):
             write(f)
             f.flush()
             os.fsync(f.fileno())
-        os.replace(tmp, path)
+        _replace(tmp, path)
     finally:
         if tmp.exists():
             tmp.unlink()

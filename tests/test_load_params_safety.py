@@ -389,3 +389,21 @@ def test_saving_writes_paths_and_file_objects_and_names_a_missing_directory(fitt
                event_name=None, f_history="h.json").initialize().save_model(est)
     assert sorted(p.name for p in (tmp_path / "ck").iterdir()) == ["h.json", "params.pt"]
     assert not (pathlib.Path(os.devnull).is_file())
+
+
+def test_saving_over_a_file_keeps_its_permissions(fitted, tmp_path):
+    # the atomic rename replaces the file: a file made private stays private
+    est = _estimator(fitted, "mtsgd")
+    private, new = tmp_path / "private.pt", tmp_path / "new.pt"
+    est.save_params(f_params=private)
+    os.chmod(private, 0o600)
+    est.save_params(f_params=private, f_history=new)
+    assert private.stat().st_mode & 0o777 == 0o600
+    est.save_params(f_params=new)              # a new file: the process's usual mode
+    assert new.stat().st_mode & 0o777 == 0o666 & ~_umask()
+
+
+def _umask():
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
