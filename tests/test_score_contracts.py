@@ -12,9 +12,10 @@ from sklearn.metrics import r2_score
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
-from sklmoo import MTSGDMultiTaskClassifier, MTSGDRegressor
-from sklmoo.metrics import (gaussian_nll_scorer, multitask_accuracy_scorer, nll_scorer,
-                            per_task_scorer)
+from sklmoo import L2ESamplerClassifier, MTSGDMultiTaskClassifier, MTSGDRegressor
+from sklmoo.metrics import (ReliabilityDiagramDisplay, brier_scorer, ece_scorer,
+                            gaussian_nll_scorer, multitask_accuracy_scorer, negative_log_likelihood,
+                            nll_scorer, per_task_scorer)
 
 
 def _fit(est, X, y):
@@ -95,6 +96,24 @@ def test_labels_of_another_type_are_refused_not_counted_wrong(data):
         est.score(X, labels)
     with pytest.raises(ValueError, match="mix of label input types"):
         multitask_accuracy_scorer(est, X, labels)
+
+
+@pytest.mark.parametrize("score", [
+    nll_scorer, ece_scorer, brier_scorer,
+    lambda est, X, y: ReliabilityDiagramDisplay.from_estimator(est, X, y),
+    lambda est, X, y: negative_log_likelihood(y, est.predict_proba(X), labels=est.classes_,
+                                              unknown_labels="count_as_wrong"),
+])
+def test_calibration_scores_refuse_labels_of_another_type(data, score):
+    # numbers against a fit on strings were counted as unseen labels: NLL 36 instead of 0.35
+    X, labels, _ = data
+    y = labels["easy"].to_numpy()
+    est = _fit(L2ESamplerClassifier(n_chains=2, max_epochs=3, n_draws=1, random_state=0), X,
+               y.astype(str))
+    score(est, X, y.astype(str))
+    with pytest.raises(ValueError, match="y_true holds number labels and the classes string "
+                                         "labels"):
+        score(est, X, y)
 
 
 @pytest.mark.parametrize("weight, match", [

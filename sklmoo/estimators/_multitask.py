@@ -5,7 +5,7 @@ import torch
 from sklearn.base import ClassifierMixin
 
 from ..metrics import entropy_decomposition
-from ..metrics._multitask import check_label_kinds
+from ..metrics._validation import check_label_kinds
 from ..metrics._recalibration import apply_temperature, fit_temperature, pool_log_linear
 from ._mtsgd_base import MTSGDNetBase
 from ._validation import ValidationSplit

@@ -15,7 +15,8 @@ from sklearn.metrics import get_scorer, make_scorer
 from sklearn.utils import get_tags
 
 from ._scorers import _MetricScorer, _RoutedScorer, in_fit_order, with_missing_marked
-from ._validation import aggregate, check_sample_weight, missing_label_mask
+from ._validation import (aggregate, check_label_kinds, check_sample_weight,
+                          missing_label_mask)
 
 
 def _as_2d(y, name):
@@ -36,31 +37,6 @@ def _infer_dtype(values):
         return values
     inferred = np.array(values.tolist())
     return inferred if inferred.dtype != object and inferred.shape == values.shape else values
-
-
-def _label_kind(values):
-    """'string' or 'number' when every label is one (None for a mix within the column)."""
-    if values.dtype.kind in "US":
-        return "string"
-    if values.dtype.kind in "biuf":
-        return "number"
-    items = values.tolist()
-    if all(isinstance(v, str) for v in items):
-        return "string"
-    if all(isinstance(v, (int, float, np.number, bool, np.bool_)) for v in items):
-        return "number"
-    return None
-
-
-def check_label_kinds(true, predicted, where="", predicted_name="y_pred"):
-    """``ValueError`` (prefixed by ``where``) when the labels ``true`` are strings and
-    ``predicted`` numbers or the other way round: scikit-learn's ``accuracy_score`` refuses this
-    too, since '1' never equals 1."""
-    kinds = (_label_kind(np.asarray(true)), _label_kind(np.asarray(predicted)))
-    if set(kinds) == {"string", "number"}:
-        raise ValueError(f"{where}y_true holds {kinds[0]} labels and {predicted_name} "
-                         f"{kinds[1]} labels (mix of label input types): convert one to the "
-                         "other's type, e.g. y_true.astype(int) for labels read as text")
 
 
 def _equal(a, b):

@@ -99,11 +99,38 @@ def unique_labels(y):
     return (np.flatnonzero(np.bincount(y - lo)) + lo).astype(y.dtype)
 
 
+def _label_kind(values):
+    """'string' or 'number' when every label is one (None for a mix within the column)."""
+    if values.dtype.kind in "US":
+        return "string"
+    if values.dtype.kind in "biuf":
+        return "number"
+    items = values.tolist()
+    if all(isinstance(v, str) for v in items):
+        return "string"
+    if all(isinstance(v, (int, float, np.number, bool, np.bool_)) for v in items):
+        return "number"
+    return None
+
+
+def check_label_kinds(true, predicted, where="", predicted_name="y_pred"):
+    """``ValueError`` (prefixed by ``where``) when the labels ``true`` are strings and
+    ``predicted`` numbers or the other way round: scikit-learn's ``accuracy_score`` refuses this
+    too, since '1' never equals 1."""
+    kinds = (_label_kind(np.asarray(true)), _label_kind(np.asarray(predicted)))
+    if set(kinds) == {"string", "number"}:
+        raise ValueError(f"{where}y_true holds {kinds[0]} labels and {predicted_name} "
+                         f"{kinds[1]} labels (mix of label input types): convert one to the "
+                         "other's type, e.g. y_true.astype(int) for labels read as text")
+
+
 def _encode(y, labels, task=None, unknown="raise"):
     """Indices of ``y`` in ``labels``; a label not in ``labels`` raises (``unknown='raise'``) or
     gets -1 (``'count_as_wrong'``: probability 0 for its true class)."""
     where = "" if task is None else f" of task {task}"
     labels = np.asarray(labels)
+    # numbers never equal strings: refused, not counted as unknown labels
+    check_label_kinds(y, labels, "" if task is None else f"task {task}: ", "the classes")
     bounds = _small_int_range(np.asarray(y), labels)
     if bounds is not None:                       # integer labels: a lookup table, linear time
         lo, hi = bounds
