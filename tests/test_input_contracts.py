@@ -694,3 +694,38 @@ def test_a_module_parameter_the_module_does_not_take_changes_nothing(iris, name)
     assert "module__hidden" not in est.get_params()
     assert "module__hidden" not in clone(est).get_params()
     _quiet(est.fit, X, _target(name, y, X))
+
+
+@pytest.mark.parametrize("marker, labels, match", [
+    ("-1", "numbers", "missing_label='-1' is a string but task 'task_0' has number labels"),
+    (-1, "strings", "missing_label=-1 is a number but task 'task_0' has string labels"),
+    ({-1}, "numbers", "missing_label must be one label value .* of type set"),
+    ([-1], "numbers", "missing_label must be one label value .* of type list"),
+])
+def test_a_missing_label_marker_that_cannot_match_is_refused(iris, marker, labels, match):
+    # '-1' against integer labels never matched: -1 became a class and was predicted
+    X, y = iris
+    Y = np.c_[y == 0, y == 1].astype(int)
+    Y[:5, 1] = -1
+    if labels == "strings":
+        Y = Y.astype(str).astype(object)
+    est = MTSGDMultiTaskClassifier(n_particles=2, max_epochs=2, random_state=0,
+                                   missing_label=marker)
+    with pytest.raises(ValueError, match=match):
+        est.fit(X, Y)
+    assert not est.__sklearn_is_fitted__()
+
+
+def test_partial_fit_classes_holding_the_marker_or_nan_are_refused(iris):
+    X, y = iris
+    Y = np.c_[y == 0, y == 1].astype(int)
+    Y[:5, 1] = -1
+    est = MTSGDMultiTaskClassifier(n_particles=2, max_epochs=2, random_state=0,
+                                   missing_label=-1)
+    with pytest.raises(ValueError, match=r"classes of task 1 hold NaN, None or the "
+                                         r"missing-label marker \(missing_label=-1\)"):
+        est.partial_fit(X, Y, classes=[[0, 1], [-1, 0, 1]])
+    with pytest.raises(ValueError, match="classes of task 1 hold NaN"):
+        est.partial_fit(X, Y, classes=[[0, 1], [0, 1, np.nan]])
+    _quiet(est.partial_fit, X, Y, classes=[[0, 1], [0, 1]])
+    assert [c.tolist() for c in est.classes_] == [[0, 1], [0, 1]]

@@ -10,8 +10,9 @@ from ..metrics._recalibration import apply_temperature, fit_temperature, pool_lo
 from ._mtsgd_base import MTSGDNetBase
 from ._validation import ValidationSplit
 from ._weights import check_weighted_classes, class_weights
-from ._targets import (as_2d_targets, as_task_columns, decode_predictions, default_names,
-                       encode_targets, encode_with_classes, missing_mask, task_column)
+from ._targets import (as_2d_targets, as_task_columns, check_missing_label, decode_predictions,
+                       default_names, encode_targets, encode_with_classes, missing_mask,
+                       task_column)
 
 #: standard deviation of the Gaussian prior on the log of each task's calibration temperature.
 #: Tighter than the 0.5 of the other recalibrations: the test-optimal log temperatures of this
@@ -234,6 +235,10 @@ class MTSGDMultiTaskClassifier(ClassifierMixin, MTSGDNetBase):
     _calibrations = ("logit_temperature", "temperature")
     _recalibration_attribute = "temperature_"
 
+    def _check_params(self):
+        super()._check_params()
+        check_missing_label(self.missing_label)
+
     # -- targets ---------------------------------------------------------------------------------
 
     def _prepare_targets(self, y, n_samples, classes=None, row_weight=None):
@@ -242,6 +247,11 @@ class MTSGDMultiTaskClassifier(ClassifierMixin, MTSGDNetBase):
             codes, classes, self.task_names_ = encode_targets(y, n_samples, self.missing_label)
         else:
             classes = self._given_classes(classes, self.single_task_)
+            for t, labels in enumerate(classes):
+                if missing_mask(labels, self.missing_label).any():
+                    raise ValueError(f"classes of task {t} hold NaN, None or the missing-label "
+                                     f"marker (missing_label={self.missing_label!r}): "
+                                     f"{labels.tolist()}; give the labels only")
             arr, names = as_2d_targets(y, n_samples)
             self.task_names_ = names or default_names(arr.shape[1])
             codes = encode_with_classes(y, n_samples, classes, self.task_names_,

@@ -20,6 +20,31 @@ def are_default_names(names):
     return all(n in (f"{TASK_PREFIX}{t}", f"{OUTPUT_PREFIX}{t}") for t, n in enumerate(names))
 
 
+def check_missing_label(missing_label):
+    """``ValueError`` unless ``missing_label`` is one label value: None, a number or a string
+    (a list or a set would be compared with every label as a whole)."""
+    if missing_label is None or isinstance(missing_label, str):
+        return
+    if isinstance(missing_label, (bool, np.bool_)) or not isinstance(
+            missing_label, (int, float, np.integer, np.floating)):
+        raise ValueError(f"missing_label must be one label value (a number, a string, NaN or "
+                         f"None), got {missing_label!r} of type {type(missing_label).__name__}")
+
+
+def _check_marker_kind(missing_label, labels, task):
+    """``ValueError`` when a marker of one kind (string / number) meets labels of the other: it
+    would never mark a label missing, and the marker would become a class."""
+    if missing_label is None or len(labels) == 0:
+        return
+    marker = "string" if isinstance(missing_label, str) else "number"
+    values = np.asarray(labels)
+    strings = values.dtype.kind in "US" or all(isinstance(v, str) for v in values.tolist())
+    kind = "string" if strings else "number" if values.dtype.kind in "biuf" else None
+    if kind is not None and kind != marker:
+        raise ValueError(f"missing_label={missing_label!r} is a {marker} but task {task!r} has "
+                         f"{kind} labels: it would never mark one missing; give it as a {kind}")
+
+
 def missing_mask(values, missing_label):
     mask = pd.isna(values)
     if missing_label is not None and not (isinstance(missing_label, float)
@@ -117,6 +142,7 @@ def encode_targets(y, n_samples, missing_label=None):
     for t in range(n_tasks):
         col, missing = columns[t], masks[t]
         present = col[~missing]
+        _check_marker_kind(missing_label, present, task_names[t])
         try:
             cls = np.unique(present)
         except TypeError:
