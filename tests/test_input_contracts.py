@@ -729,3 +729,22 @@ def test_partial_fit_classes_holding_the_marker_or_nan_are_refused(iris):
         est.partial_fit(X, Y, classes=[[0, 1], [0, 1, np.nan]])
     _quiet(est.partial_fit, X, Y, classes=[[0, 1], [0, 1]])
     assert [c.tolist() for c in est.classes_] == [[0, 1], [0, 1]]
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(split_seed=None), "split_seed must be an integer, the same for the train and test"),
+    (dict(split_seed=np.random.RandomState(0)), "split_seed must be an integer"),
+    (dict(split_seed=1.5), "split_seed must be an integer"),
+    (dict(test_fraction="0.3"), "test_fraction must be a number in"),
+    (dict(canvas_size=12.7), "canvas_size must be an integer between 8 and 16"),
+    (dict(canvas_size="12"), "canvas_size must be an integer between 8 and 16"),
+])
+def test_make_multi_digits_refuses_a_split_it_cannot_repeat_and_odd_sizes(kwargs, match):
+    # split_seed=None drew another source split on every call: train and test shared 284
+    # source images
+    from sklmoo.datasets import make_multi_digits
+    with pytest.raises(ValueError, match=match):
+        make_multi_digits(50, **kwargs)
+    train = make_multi_digits(300, subset="train", split_seed=np.int64(3), random_state=0)
+    test = make_multi_digits(300, subset="test", split_seed=3, random_state=1)
+    assert not set(train.source_index.ravel()) & set(test.source_index.ravel())

@@ -70,10 +70,18 @@ def make_multi_digits(n_samples=2000, *, subset="train", canvas_size=12, test_fr
     """
     if subset not in ("train", "test"):
         raise ValueError(f"subset must be 'train' or 'test', got {subset!r}")
-    if not 8 <= int(canvas_size) <= 16:
-        raise ValueError(f"canvas_size must be between 8 and 16, got {canvas_size}")
-    if not 0 < test_fraction < 1:
-        raise ValueError(f"test_fraction must be in (0, 1), got {test_fraction}")
+    if (isinstance(canvas_size, bool) or not isinstance(canvas_size, (int, np.integer))
+            or not 8 <= canvas_size <= 16):
+        raise ValueError(f"canvas_size must be an integer between 8 and 16, got "
+                         f"{canvas_size!r}")
+    if (isinstance(test_fraction, bool) or not isinstance(test_fraction, (int, float, np.number))
+            or not 0 < test_fraction < 1):
+        raise ValueError(f"test_fraction must be a number in (0, 1), got {test_fraction!r}")
+    if isinstance(split_seed, bool) or not isinstance(split_seed, (int, np.integer)):
+        # None or a RandomState would draw another split on every call: the train and test
+        # calls would share source images
+        raise ValueError(f"split_seed must be an integer, the same for the train and test "
+                         f"calls, got {split_seed!r}")
     if isinstance(n_samples, bool) or not isinstance(n_samples, (int, np.integer)) or n_samples < 1:
         raise ValueError(f"n_samples must be an integer >= 1, got {n_samples!r}")
     digits = load_digits()
