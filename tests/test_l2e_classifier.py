@@ -716,6 +716,18 @@ def test_a_meta_sampler_object_is_a_meta_sampler_parameter():
         assert isinstance(clone(est).meta_sampler, MetaSampler)
 
 
+def test_a_meta_sampler_object_with_non_finite_weights_is_named():
+    # it showed as the chains diverging in epoch 1, as a file's NaN is refused at load
+    X, y = _iris_scaled()
+    meta = load_default_meta_sampler()
+    with torch.no_grad():
+        next(p for p in meta.parameters() if p.is_floating_point()).view(-1)[0] = float("nan")
+    est = _small(meta_sampler=meta)
+    with pytest.raises(ValueError, match=r"meta_sampler has non-finite meta-parameters \['"):
+        est.fit(X, y)
+    assert not est.__sklearn_is_fitted__()
+
+
 def test_a_refused_continuation_keeps_the_chains_and_their_draws():
     """A continuation refused before it samples (a cyclical schedule whose cycles leave no
     sampling step, a switch of sampler or meta-sampler) left the estimator unfitted, its

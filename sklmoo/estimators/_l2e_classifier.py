@@ -40,6 +40,12 @@ _PROBE_SIZE = 256
 
 def _load_meta_sampler(spec):
     if isinstance(spec, MetaSampler):
+        # as a file's are checked when it is loaded: a NaN would show as the chains diverging
+        bad = [name for name, value in spec.state_dict().items()
+               if value.is_floating_point() and not torch.isfinite(value).all()]
+        if bad:
+            raise ValueError(f"meta_sampler has non-finite meta-parameters {bad}: retrain it or "
+                             "load a saved one")
         return spec
     if isinstance(spec, str) and spec == "default":
         from ..meta import load_default_meta_sampler
