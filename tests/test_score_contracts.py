@@ -143,3 +143,24 @@ def test_the_regressor_score_refuses_targets_of_another_shape(data, regressor):
     assert one.score(X, y[:, :1]) == one.score(X, y[:, 0])
     np.testing.assert_allclose(one.score(X, y[:, 0]), r2_score(y[:, 0], one.predict(X)),
                                rtol=1e-6)
+
+
+def test_displays_name_what_they_need(data, classifier, regressor):
+    from sklearn.linear_model import LinearRegression
+
+    from sklmoo.metrics import RegressionCalibrationDisplay
+    X, labels, targets = data
+    with pytest.raises(TypeError, match="LinearRegression.predict does not accept "
+                                        "return_std=True; the regression calibration display"):
+        RegressionCalibrationDisplay.from_estimator(LinearRegression().fit(X, targets), X,
+                                                    targets)
+    with pytest.raises(ValueError, match="task_names has 1 names for 2 tasks"):
+        ReliabilityDiagramDisplay.from_estimator(classifier, X, labels, task_names=["a"])
+    # the estimators' displays read a DataFrame's columns by name, as their scores do
+    swapped = ReliabilityDiagramDisplay.from_estimator(classifier, X, labels[["hard", "easy"]])
+    straight = ReliabilityDiagramDisplay.from_estimator(classifier, X, labels)
+    np.testing.assert_array_equal(np.concatenate(swapped.accuracy),
+                                  np.concatenate(straight.accuracy))
+    swapped = RegressionCalibrationDisplay.from_estimator(regressor, X, targets[["b", "a"]])
+    straight = RegressionCalibrationDisplay.from_estimator(regressor, X, targets)
+    np.testing.assert_array_equal(swapped.miscalibration_area, straight.miscalibration_area)

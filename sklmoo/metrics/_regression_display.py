@@ -4,6 +4,7 @@ Display pattern."""
 import numpy as np
 
 from ._regression import check_levels, coverage_curve, regression_outputs
+from ._scorers import in_fit_order, predict_with_std
 
 
 class RegressionCalibrationDisplay:
@@ -130,10 +131,10 @@ class RegressionCalibrationDisplay:
         -------
         RegressionCalibrationDisplay
         """
-        mean, std = estimator.predict(X, return_std=True)
+        mean, std = predict_with_std(estimator, X, "the regression calibration display needs")
         if output_names is None and np.ndim(mean) == 2:
             output_names = getattr(estimator, "task_names_", None)
-        return cls.from_predictions(y, mean, std, n_levels=n_levels, sample_weight=sample_weight,
+        return cls.from_predictions(in_fit_order(estimator, y), mean, std, n_levels=n_levels, sample_weight=sample_weight,
                                     output_names=output_names,
                                     name=type(estimator).__name__ if name is None else name,
                                     ax=ax)

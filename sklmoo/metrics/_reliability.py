@@ -3,7 +3,7 @@
 import numpy as np
 
 from ._calibration import _check_binning, _gap, _top_label, binned_calibration
-from ._scorers import _classes_of
+from ._scorers import _classes_of, in_fit_order
 from ._validation import tasks_and_weights
 
 
@@ -186,6 +186,8 @@ class ReliabilityDiagramDisplay:
         if multitask and task_names is None:
             task_names = (list(map(str, y_true.columns)) if hasattr(y_true, "columns")
                           else [f"task {t}" for t in range(len(tasks))])
+        if multitask and len(task_names) != len(tasks):
+            raise ValueError(f"task_names has {len(task_names)} names for {len(tasks)} tasks")
         disp = cls(*stats, bin_count=counts, estimator_name=name,
                    task_names=task_names if multitask else None)
         return disp.plot(ax=ax, show_gaps=show_gaps)
@@ -205,6 +207,6 @@ class ReliabilityDiagramDisplay:
         if task_names is None:
             task_names = getattr(estimator, "task_names_", None)
         return cls.from_predictions(
-            y, proba, labels=_classes_of(estimator), n_bins=n_bins, strategy=strategy,
+            in_fit_order(estimator, y), proba, labels=_classes_of(estimator), n_bins=n_bins, strategy=strategy,
             sample_weight=sample_weight, name=type(estimator).__name__ if name is None else name,
             task_names=task_names, ax=ax, show_gaps=show_gaps)

@@ -54,6 +54,19 @@ def _missing_marker(estimator):
     return marker
 
 
+def predict_with_std(estimator, X, who):
+    """``estimator.predict(X, return_std=True)``; a ``TypeError`` saying that ``who`` (e.g.
+    'regression calibration scorers need') a predictive standard deviation when the
+    estimator's ``predict`` takes no ``return_std``."""
+    try:
+        return estimator.predict(X, return_std=True)
+    except TypeError as exc:
+        if "return_std" not in str(exc):
+            raise
+        raise TypeError(f"{type(estimator).__name__}.predict does not accept "
+                        f"return_std=True; {who} a predictive standard deviation") from exc
+
+
 def in_fit_order(estimator, y_true):
     """``y_true`` as a sklmoo estimator's ``fit`` and ``score`` read targets: a DataFrame of
     several columns named as the fit's (``task_names_``) but in another order is reordered by
@@ -312,12 +325,7 @@ class RegressionScorer(_MetricScorer):
     _factory = "make_regression_scorer"
 
     def __call__(self, estimator, X, y_true, sample_weight=None):
-        try:
-            mean, std = estimator.predict(X, return_std=True)
-        except TypeError as exc:
-            raise TypeError(f"{type(estimator).__name__}.predict does not accept "
-                            "return_std=True; regression calibration scorers need a predictive "
-                            "standard deviation") from exc
+        mean, std = predict_with_std(estimator, X, "regression calibration scorers need")
         value = self._score_func(in_fit_order(estimator, y_true), mean, std,
                                  sample_weight=sample_weight,
                                  **self._kwargs)
