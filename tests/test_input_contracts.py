@@ -748,3 +748,15 @@ def test_make_multi_digits_refuses_a_split_it_cannot_repeat_and_odd_sizes(kwargs
     train = make_multi_digits(300, subset="train", split_seed=np.int64(3), random_state=0)
     test = make_multi_digits(300, subset="test", split_seed=3, random_state=1)
     assert not set(train.source_index.ravel()) & set(test.source_index.ravel())
+
+
+@pytest.mark.parametrize("particles, radius, match", [
+    (torch.full((4, 2), float("nan")), 1.5, "particles hold NaN or inf"),
+    (torch.zeros(4, 2), -1.0, "radius must be a positive finite number"),
+    (torch.zeros(4, 2), float("nan"), "radius must be a positive finite number"),
+])
+def test_gaussian_mixture_statistics_refuses_what_it_cannot_read(particles, radius, match):
+    # a negative or NaN radius read 0.0 near the origin; NaN particles gave NaN statistics
+    from sklmoo.datasets import gaussian_mixture_statistics, make_gaussian_mixture_targets
+    with pytest.raises(ValueError, match=match):
+        gaussian_mixture_statistics(particles, make_gaussian_mixture_targets(), radius=radius)

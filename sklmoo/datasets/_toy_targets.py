@@ -123,6 +123,11 @@ def gaussian_mixture_statistics(particles, targets, radius=1.5):
                          f"a standard deviation), got shape {tuple(particles.shape)}")
     if not particles.is_floating_point():
         particles = particles.to(torch.get_default_dtype())
+    if not torch.isfinite(particles).all():
+        raise ValueError("particles hold NaN or inf: the sampler that produced them diverged")
+    if (isinstance(radius, bool) or not isinstance(radius, (int, float, np.number))
+            or not (np.isfinite(radius) and radius > 0)):
+        raise ValueError(f"radius must be a positive finite number, got {radius!r}")
     majors = torch.as_tensor(np.stack([t.means[np.argmax(t.weights)] for t in targets]),
                              dtype=particles.dtype, device=particles.device)
     near_major = torch.cdist(particles, majors).min(dim=1).values < radius
