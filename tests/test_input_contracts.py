@@ -760,3 +760,22 @@ def test_gaussian_mixture_statistics_refuses_what_it_cannot_read(particles, radi
     from sklmoo.datasets import gaussian_mixture_statistics, make_gaussian_mixture_targets
     with pytest.raises(ValueError, match=match):
         gaussian_mixture_statistics(particles, make_gaussian_mixture_targets(), radius=radius)
+
+
+@pytest.mark.parametrize("name", list(ESTIMATORS))
+def test_a_continued_fit_refuses_a_layout_its_networks_were_not_built_for(iris, name):
+    # input_shape (and L2E's sample_dtype) set since the fit were ignored by the continuation
+    X, y = iris
+    est = _quiet(ESTIMATORS[name](warm_start=True).fit, X, _target(name, y, X))
+    before = est.predict(X)
+    changes = [dict(input_shape=(1, 2, 2))] + ([dict(sample_dtype="float16")]
+                                                if name == "l2e" else [])
+    for change in changes:
+        est.set_params(**change)
+        with pytest.raises(ValueError, match="cannot continue the"):
+            est.fit(X, _target(name, y, X))
+        assert est.__sklearn_is_fitted__()
+        np.testing.assert_array_equal(est.predict(X), before)
+        est.set_params(input_shape=None, **({"sample_dtype": "float32"} if name == "l2e" else {}))
+    est.set_params(input_shape=(4,))                  # the shape it was built for
+    _quiet(est.fit, X, _target(name, y, X))

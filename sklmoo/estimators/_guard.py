@@ -351,6 +351,16 @@ class SklmooNetMixin:
             self.input_shape_ = tuple(shape)
         return X
 
+    def _check_continued_layout(self, what):
+        """``ValueError`` when ``input_shape`` was set since the fit to another shape than the
+        one its networks were built for (``input_shape_``): a continued fit would ignore it.
+        ``what``: 'particles' or 'chains', for the message."""
+        if self.input_shape is not None and tuple(self.input_shape) != self.input_shape_:
+            raise ValueError(f"cannot continue the {what}: their networks were built for "
+                             f"samples of shape {self.input_shape_}; input_shape is now "
+                             f"{tuple(self.input_shape)!r}. Set warm_start=False (or call fit) "
+                             f"to start new {what}")
+
     def _as_fit_layout(self, X):
         """``X`` after a fit: samples of the fitted shape (``input_shape_``) or flat rows of
         its size are taken, in the layout the fit saw (scikit-learn's check then compares

@@ -489,6 +489,13 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
                     f"cannot continue the chains: they were sampled with {_spec(*started)}; "
                     f"this call has {_spec(self.sampler, self.meta_sampler)}. Set "
                     "warm_start=False (or call fit) to start new chains")
+            self._check_continued_layout("chains")
+            stored = self.module_.samples.dtype
+            if stored != _SAMPLE_DTYPES[self.sample_dtype]:
+                raise ValueError(f"cannot continue the chains: their draws are stored as "
+                                 f"{str(stored).replace('torch.', '')}; sample_dtype is now "
+                                 f"{self.sample_dtype!r}. Set warm_start=False (or call fit) "
+                                 "to start new chains")
             X = self._validate_X(X, reset=False)
             if classes is not None and not np.array_equal(np.unique(column_or_1d(classes)),
                                                           self.classes_):

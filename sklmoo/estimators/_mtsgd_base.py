@@ -165,6 +165,7 @@ class MTSGDNetBase(SklmooNetMixin, NeuralNet):
                              f"{self.module_.n_particles} particles; n_particles is now "
                              f"{self.n_particles}. Set warm_start=False (or call fit) to start "
                              "new particles")
+        self._check_continued_layout("particles")
         X = self._validate_X(X, reset=False)
         return X, self._continuation_targets(self._match_target_columns(y), X.shape[0], partial)
 
