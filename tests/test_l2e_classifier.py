@@ -769,3 +769,15 @@ def test_a_pickled_copy_continues_without_its_meta_sampler_file(tmp_path):
         path.unlink()
         copy.fit(X, y)
     np.testing.assert_array_equal(copy.predict_proba(X), est.predict_proba(X))
+
+
+def test_predict_proba_is_the_draws_mean_recalibrated_by_the_temperature():
+    # what the two docstrings state: the draws are not recalibrated, their mean is
+    X, y = _iris_scaled()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        est = _small(train_split=ValidationSplit()).fit(X, y)
+    assert est.temperature_ != 1.0
+    mean = est.predict_proba_samples(X).mean(axis=0)
+    np.testing.assert_allclose(est.predict_proba(X), apply_temperature(mean, est.temperature_),
+                               rtol=1e-12, atol=1e-15)

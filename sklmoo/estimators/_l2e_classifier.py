@@ -1000,7 +1000,8 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
         return self._proba_draws(self._validate_X(X, reset=False))
 
     def predict_proba_samples(self, X):
-        """Class probabilities under every collected draw of every chain.
+        """Class probabilities under every collected draw of every chain, not recalibrated
+        (:meth:`predict_proba` applies ``temperature_`` to their mean).
 
         Parameters
         ----------
@@ -1016,8 +1017,9 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
         return p.reshape(-1, *p.shape[2:])
 
     def predict_proba(self, X):
-        """Bayesian model average: the mean class probabilities over all draws,
-        (n_samples, n_classes), columns in ``classes_`` order.
+        """Bayesian model average: the mean class probabilities over all draws, recalibrated
+        by ``temperature_`` (``calibration``; 1 with ``calibration=None``), (n_samples,
+        n_classes), columns in ``classes_`` order.
 
         Parameters
         ----------
