@@ -670,10 +670,10 @@ def test_the_function_kernel_is_not_chosen_for_many_particles_and_refused_past_m
     est = _quiet(MTSGDRegressor(n_particles=64, max_epochs=1, mean_function=None,
                                 random_state=0).fit, X, y)
     assert est.kernel_ == "function"
-    monkeypatch.setattr(MTSGDRegressor, "_device_memory", lambda self: 8 * 2 ** 20)
-    est = MTSGDRegressor(n_particles=20, kernel="function", max_epochs=1, random_state=0,
+    monkeypatch.setattr(MTSGDRegressor, "_device_memory", lambda self: 2 ** 29)
+    est = MTSGDRegressor(n_particles=120, kernel="function", max_epochs=1, random_state=0,
                          mean_function=None)
-    with pytest.raises(ValueError, match=r"kernel='function' with n_particles=20 needs about "
+    with pytest.raises(ValueError, match=r"kernel='function' with n_particles=120 needs about "
                                          r".* GiB per step for its pairwise terms"):
         est.fit(X, y)
     assert not est.__sklearn_is_fitted__()

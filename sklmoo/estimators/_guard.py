@@ -1156,7 +1156,8 @@ class SklmooNetMixin:
         about the size of the state it replaces, not more, and match their checksums
         (CRC-32), and ``f_history`` a JSON list of
         at most 16 MB of epochs a later fit can read (numbers for their losses and durations,
-        a list of batch records). A device or a FIFO is never read. The loaded parameters must then have the module's keys and shapes,
+        a list of batch records). A device or a FIFO is never read. The loaded parameters
+        must then have the module's keys and shapes,
         each backed by data in the file, finite values and positive recalibration factors;
         otherwise nothing is copied.
 

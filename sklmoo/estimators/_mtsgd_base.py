@@ -521,6 +521,8 @@ class MTSGDNetBase(SklmooNetMixin, NeuralNet):
         m = features.shape[0]
         per_particle = features[0].numel() + sum(o.numel() // m for o in outputs)
         need = float(m) * m * per_particle * 4 * self._function_kernel_copies
+        if need < 2 ** 30:
+            return                   # the default 5 particles: well under a MB; no system call
         total = self._device_memory()
         if need > total:
             raise ValueError(f"kernel='function' with n_particles={m} needs about "

@@ -134,7 +134,7 @@ class RegressionCalibrationDisplay:
         mean, std = predict_with_std(estimator, X, "the regression calibration display needs")
         if output_names is None and np.ndim(mean) == 2:
             output_names = getattr(estimator, "task_names_", None)
-        return cls.from_predictions(in_fit_order(estimator, y), mean, std, n_levels=n_levels, sample_weight=sample_weight,
-                                    output_names=output_names,
+        return cls.from_predictions(in_fit_order(estimator, y), mean, std, n_levels=n_levels,
+                                    sample_weight=sample_weight, output_names=output_names,
                                     name=type(estimator).__name__ if name is None else name,
                                     ax=ax)

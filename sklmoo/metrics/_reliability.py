@@ -207,6 +207,6 @@ class ReliabilityDiagramDisplay:
         if task_names is None:
             task_names = getattr(estimator, "task_names_", None)
         return cls.from_predictions(
-            in_fit_order(estimator, y), proba, labels=_classes_of(estimator), n_bins=n_bins, strategy=strategy,
-            sample_weight=sample_weight, name=type(estimator).__name__ if name is None else name,
+            in_fit_order(estimator, y), proba, labels=_classes_of(estimator), n_bins=n_bins,
+            strategy=strategy, sample_weight=sample_weight, name=type(estimator).__name__ if name is None else name,
             task_names=task_names, ax=ax, show_gaps=show_gaps)
