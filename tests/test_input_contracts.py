@@ -731,6 +731,15 @@ def test_partial_fit_classes_holding_the_marker_or_nan_are_refused(iris):
     assert [c.tolist() for c in est.classes_] == [[0, 1], [0, 1]]
 
 
+def test_a_nan_marker_marks_labels_of_any_kind(iris):
+    X, y = iris
+    labels = np.c_[y == 0, y == 1].astype(int).astype(str).astype(object)
+    labels[:5, 1] = np.nan
+    est = _quiet(MTSGDMultiTaskClassifier(n_particles=2, max_epochs=2, random_state=0,
+                                          missing_label=np.nan).fit, X, labels)
+    assert [c.tolist() for c in est.classes_] == [["0", "1"], ["0", "1"]]
+
+
 @pytest.mark.parametrize("kwargs, match", [
     (dict(split_seed=None), "split_seed must be an integer, the same for the train and test"),
     (dict(split_seed=np.random.RandomState(0)), "split_seed must be an integer"),

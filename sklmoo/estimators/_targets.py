@@ -34,8 +34,9 @@ def check_missing_label(missing_label):
 def _check_marker_kind(missing_label, labels, task):
     """``ValueError`` when a marker of one kind (string / number) meets labels of the other: it
     would never mark a label missing, and the marker would become a class."""
-    if missing_label is None or len(labels) == 0:
-        return
+    if (missing_label is None or len(labels) == 0
+            or (isinstance(missing_label, (float, np.floating)) and np.isnan(missing_label))):
+        return                                        # NaN / None mark any kind of label
     marker = "string" if isinstance(missing_label, str) else "number"
     values = np.asarray(labels)
     strings = values.dtype.kind in "US" or all(isinstance(v, str) for v in values.tolist())
