@@ -164,3 +164,11 @@ def test_displays_name_what_they_need(data, classifier, regressor):
     swapped = RegressionCalibrationDisplay.from_estimator(regressor, X, targets[["b", "a"]])
     straight = RegressionCalibrationDisplay.from_estimator(regressor, X, targets)
     np.testing.assert_array_equal(swapped.miscalibration_area, straight.miscalibration_area)
+
+
+def test_ragged_inputs_to_the_metrics_are_named():
+    from sklmoo.metrics import entropy_decomposition, multitask_accuracy_score
+    with pytest.raises(ValueError, match="y_true is ragged: its rows hold different numbers"):
+        multitask_accuracy_score([[0, 1], [1]], [[0, 1], [1, 0]])
+    with pytest.raises(ValueError, match=r"member_proba must be an array of numbers \(n_members"):
+        entropy_decomposition([[[0.5, 0.5]], [[1.0, 0.0], [0.0, 1.0]]])

@@ -22,7 +22,12 @@ from ._validation import (aggregate, check_label_kinds, check_sample_weight,
 def _as_2d(y, name):
     if hasattr(y, "to_numpy"):                  # pandas Series / DataFrame
         y = y.to_numpy()
-    y = np.asarray(y)
+    try:
+        y = np.asarray(y)
+    except ValueError:                          # numpy's "inhomogeneous shape"
+        raise ValueError(f"{name} is ragged: its rows hold different numbers of labels; a "
+                         "multi-task target needs one label per task in every row (NaN or "
+                         "None for a missing label)") from None
     if y.ndim == 1:
         return y[:, None], False
     if y.ndim != 2:

@@ -8,8 +8,13 @@ from ._validation import row_sum_tolerance
 def check_member_proba(member_proba, min_members=1):
     """Validate ensemble members' class probabilities (n_members, n_samples, n_classes):
     finite, in [0, 1], rows summing to 1 -> float64 array."""
-    raw = np.asarray(member_proba)
-    p = raw.astype(np.float64)
+    try:
+        raw = np.asarray(member_proba)
+        p = raw.astype(np.float64)
+    except ValueError:                 # numpy's "inhomogeneous shape", or entries not numbers
+        raise ValueError("member_proba must be an array of numbers (n_members, n_samples, "
+                         "n_classes): these members, samples or classes differ in length or "
+                         "hold something else") from None
     if p.ndim != 3:
         raise ValueError(f"member_proba must be (n_members, n_samples, n_classes), got {p.shape}")
     if p.size == 0:
