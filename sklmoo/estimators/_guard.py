@@ -204,6 +204,12 @@ class SklmooNetMixin:
     def set_params(self, **params):
         """Set the estimator's parameters (skorch's ``set_params``).
 
+        On the MT-SGD estimators, a learning rate set on a fitted estimator (``lr``,
+        ``optimizer__lr``, ``optimizer__param_groups__<i>__lr``) is the rate its next continued
+        fit (``partial_fit``, ``warm_start=True``) trains at, as a new fit would (the
+        regressor's noise-scale parameters at their multiple of it); ``optimizer__lr`` stays
+        among the parameters (``get_params``, ``clone``), as before a fit.
+
         When setting them fails (a ``module__*`` parameter the module does not take is found
         when a fitted estimator rebuilds its network), the estimator is left exactly as it
         was, fitted or not, as scikit-learn's ``set_params`` changes nothing on an invalid
@@ -220,11 +226,16 @@ class SklmooNetMixin:
         """
         saved = dict(vars(self))
         try:
-            return super().set_params(**params)
+            super().set_params(**params)
+            self._after_set_params(params)
         except BaseException:
             vars(self).clear()
             vars(self).update(saved)
             raise
+        return self
+
+    def _after_set_params(self, params):
+        """What an estimator does after skorch has set ``params`` (nothing here)."""
 
     def _param_defaults(self):
         import inspect

@@ -107,28 +107,12 @@ class MTSGDNetBase(SklmooNetMixin, NeuralNet):
         self.seed_ = int(check_random_state(self.random_state).randint(np.iinfo(np.int32).max))
         return X, targets
 
-    def set_params(self, **params):
-        """Set the estimator's parameters (skorch's ``set_params``).
-
-        A learning rate set on a fitted estimator (``lr``, ``optimizer__lr``,
-        ``optimizer__param_groups__<i>__lr``) is the rate its next continued fit
-        (``partial_fit``, ``warm_start=True``) trains at, as a new fit would (the regressor's
-        noise-scale parameters at their multiple of it); ``optimizer__lr`` stays among the
-        parameters (``get_params``, ``clone``), as before a fit.
-
-        Parameters
-        ----------
-        **params : dict
-            Estimator parameters.
-
-        Returns
-        -------
-        self : estimator
-        """
-        super().set_params(**params)
+    def _after_set_params(self, params):
+        """A learning rate set on a fitted estimator is its next continued fit's (see
+        :meth:`SklmooNetMixin.set_params`)."""
         groups = getattr(getattr(self, "optimizer_", None), "param_groups", None)
         if not groups:
-            return self
+            return
         if "optimizer__lr" in params:        # skorch's setter only writes it into the groups
             self.__dict__["optimizer__lr"] = params["optimizer__lr"]
         if "lr" in params or "optimizer__lr" in params:
@@ -140,7 +124,6 @@ class MTSGDNetBase(SklmooNetMixin, NeuralNet):
             match = re.fullmatch(r"optimizer__param_groups__(\d+)__lr", key)
             if match and int(match[1]) < len(groups):
                 groups[int(match[1])]["lr_at_auto_batch"] = value
-        return self
 
     def _group_rates(self):
         """Each parameter group's learning rate as a new optimizer would get it from the
