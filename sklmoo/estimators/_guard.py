@@ -620,15 +620,15 @@ class SklmooNetMixin:
             held = f", each held {copies} times ({held})," if held else ""
             raise ValueError(f"{name}={n_members} networks of {n_params} parameters{held} would "
                              f"need about {need / 2 ** 30:.3g} GiB, more than the "
-                             f"{total / 2 ** 30:.3g} GiB of memory of {self._device_kind()}: "
-                             f"lower {lower or name}")
+                             f"{total / 2 ** 30:.3g} GiB of memory of "
+                             f"{self._torch_device().type}: lower {lower or name}")
 
-    def _device_kind(self):
-        return torch.device(str(self.device) if self.device is not None else "cpu").type
+    def _torch_device(self):
+        return torch.device(str(self.device) if self.device is not None else "cpu")
 
     def _device_memory(self):
         """Bytes of memory of the estimator's device (a GPU's, or the machine's RAM)."""
-        device = torch.device(str(self.device) if self.device is not None else "cpu")
+        device = self._torch_device()
         if device.type == "cuda":
             return torch.cuda.get_device_properties(device.index or 0).total_memory
         return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")

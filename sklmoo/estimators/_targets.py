@@ -4,6 +4,8 @@ the regressor."""
 import numpy as np
 import pandas as pd
 
+from ..metrics._validation import label_kind
+
 
 #: the names of unnamed targets: ``task_0``, ``task_1``, ... (classifiers) and ``output_0``, ...
 #: (the regressor)
@@ -38,9 +40,7 @@ def _check_marker_kind(missing_label, labels, task):
             or (isinstance(missing_label, (float, np.floating)) and np.isnan(missing_label))):
         return                                        # NaN / None mark any kind of label
     marker = "string" if isinstance(missing_label, str) else "number"
-    values = np.asarray(labels)
-    strings = values.dtype.kind in "US" or all(isinstance(v, str) for v in values.tolist())
-    kind = "string" if strings else "number" if values.dtype.kind in "biuf" else None
+    kind = label_kind(np.asarray(labels))
     if kind is not None and kind != marker:
         raise ValueError(f"missing_label={missing_label!r} is a {marker} but task {task!r} has "
                          f"{kind} labels: it would never mark one missing; give it as a {kind}")

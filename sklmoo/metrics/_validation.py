@@ -99,7 +99,7 @@ def unique_labels(y):
     return (np.flatnonzero(np.bincount(y - lo)) + lo).astype(y.dtype)
 
 
-def _label_kind(values):
+def label_kind(values):
     """'string' or 'number' when every label is one (None for a mix within the column)."""
     if values.dtype.kind in "US":
         return "string"
@@ -117,7 +117,7 @@ def check_label_kinds(true, predicted, where="", predicted_name="y_pred"):
     """``ValueError`` (prefixed by ``where``) when the labels ``true`` are strings and
     ``predicted`` numbers or the other way round: scikit-learn's ``accuracy_score`` refuses this
     too, since '1' never equals 1."""
-    kinds = (_label_kind(np.asarray(true)), _label_kind(np.asarray(predicted)))
+    kinds = (label_kind(np.asarray(true)), label_kind(np.asarray(predicted)))
     if set(kinds) == {"string", "number"}:
         raise ValueError(f"{where}y_true holds {kinds[0]} labels and {predicted_name} "
                          f"{kinds[1]} labels (mix of label input types): convert one to the "
