@@ -312,3 +312,22 @@ def test_pullbacks_are_not_offered_where_they_would_compute_something_else():
     features, outputs = mapped.forward_with_features(x)
     assert mapped.trunk_pullback(x) is not None
     assert mapped.head_pullback(0, features, outputs[0].transpose(0, 1)) is None
+
+
+def test_set_grads_writes_minus_phi_for_contiguous_and_strided_parameters():
+    # the contiguous parameters' one-call path and the per-tensor path for another layout
+    # give the same gradients, each laid out like its parameter
+    from sklmoo.nn._multitask_update import _set_grads
+    gen = torch.Generator().manual_seed(0)
+    plain = [torch.randn(3, 2, 4, generator=gen), torch.randn(3, 5, generator=gen)]
+    strided = [plain[0].transpose(1, 2).contiguous().transpose(1, 2), plain[1]]
+    assert not strided[0].is_contiguous()
+    phi = torch.randn(3, 13, generator=gen)
+    for params in (plain, strided):
+        params = [p.clone().requires_grad_() if p.is_contiguous()
+                  else p.detach().transpose(1, 2).clone().transpose(1, 2).requires_grad_()
+                  for p in params]
+        _set_grads(params, phi)
+        assert torch.equal(params[0].grad, -phi[:, :8].reshape(3, 2, 4))
+        assert torch.equal(params[1].grad, -phi[:, 8:])
+        assert [p.grad.stride() for p in params] == [p.stride() for p in params]

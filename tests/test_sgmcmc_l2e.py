@@ -395,6 +395,18 @@ def test_non_finite_or_mis_shaped_gradients_are_refused(make):
         sampler.update(state, {"w": torch.zeros(3, 1)})
 
 
+def test_finite_gradients_whose_sums_overflow_are_accepted():
+    # the one-read check sums every tensor's sum: an overflow of finite entries is then
+    # looked at entry by entry, not taken for a divergence
+    from sklmoo.samplers._sgmcmc import checked_gradients
+    params = {"w": torch.zeros(2, 2), "b": torch.zeros(2)}
+    big = {"w": torch.full((2, 2), 3e38), "b": torch.full((2,), 3e38)}
+    assert checked_gradients(params, big, 0) is not None
+    big["b"][1] = float("inf")
+    with pytest.raises(FloatingPointError, match="non-finite gradient for 'b' at step 0"):
+        checked_gradients(params, big, 0)
+
+
 @pytest.mark.parametrize("kwargs, match", [
     (dict(step_size=-0.1), "step_size"), (dict(n_data=0), "n_data"),
     (dict(friction=float("nan")), "friction"), (dict(temperature=-1.0), "temperature"),

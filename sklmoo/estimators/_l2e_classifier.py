@@ -853,8 +853,11 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
         Xi, yi = unpack_data(batch)
         y_pred = self.infer(Xi, **fit_params)
         losses = self._chain_losses(y_pred, *batch_targets(yi))
-        if not torch.isfinite(losses).all():
-            bad = torch.nonzero(~torch.isfinite(losses)).flatten().tolist()
+        # one read of the chains' summed loss; only a sum that is not finite (an overflow of
+        # finite losses, or a chain's NaN / inf) is looked at chain by chain
+        bad = ([] if math.isfinite(losses.detach().sum().item())
+               else torch.nonzero(~torch.isfinite(losses)).flatten().tolist())
+        if bad:
             raise FloatingPointError(f"chain(s) {bad} diverged in epoch {len(self.history)}: "
                                      "non-finite training loss; lower step_size")
         losses.sum().backward()

@@ -565,7 +565,10 @@ class MTSGDNetBase(SklmooNetMixin, NeuralNet):
 
     @staticmethod
     def _mean_loss(task_losses):
-        return torch.stack([x.mean() for x in task_losses if x is not None]).mean()
+        present = [x for x in task_losses if x is not None]
+        if len(present) == 1:
+            return present[0].mean()
+        return torch.stack([x.mean() for x in present]).mean()
 
     def get_loss(self, y_pred, y_true, X=None, training=False):
         """Mean over tasks and particles of the masked, weighted per-sample loss."""
@@ -578,9 +581,10 @@ class MTSGDNetBase(SklmooNetMixin, NeuralNet):
         Xi = to_tensor(Xi, device=self.device)
         features, y_pred = self.module_.forward_with_features(Xi)
         losses = self._task_losses(y_pred, *batch_targets(yi))
-        loss = self._mean_loss(losses)
+        with torch.no_grad():                   # reported, not differentiated
+            loss = self._mean_loss(losses)
         epoch = len(self.history)
-        if not torch.isfinite(loss):
+        if not math.isfinite(loss.item()):      # one read (torch.isfinite: four operations more)
             raise FloatingPointError(f"non-finite training loss ({loss.item()}) in epoch {epoch};"
                                      " lower lr or check X for extreme values")
         warming_up = epoch <= self.warmup_epochs

@@ -62,9 +62,22 @@ def make_update_rules(method, kernel, repulsion, head_repulsion, head_kernel=Non
 
 def _set_grads(params, phi):
     # each block negated straight into a tensor laid out like its parameter, without first
-    # negating the whole (M, d) matrix
-    for p, g in zip(params, unflatten_like(phi.detach(), params)):
+    # negating the whole (M, d) matrix: for the usual contiguous parameters one foreach call
+    # (a step's tensor operations on small networks cost more than their arithmetic)
+    blocks = unflatten_like(phi.detach(), params)
+    if all(p.is_contiguous() for p in params):
+        for p, g in zip(params, torch._foreach_neg(blocks)):
+            p.grad = g
+        return
+    for p, g in zip(params, blocks):
         p.grad = torch.neg(g, out=torch.empty_like(p))
+
+
+def _flat_values(params):
+    """The parameters' values as one (M, d) matrix, outside autograd (no graph to build and
+    detach)."""
+    with torch.no_grad():
+        return flatten_particles(params)
 
 
 def _reads_log_densities(rule):
@@ -228,8 +241,7 @@ def multitask_particle_step(net, task_losses, trunk_rule, head_rule, function_sp
                         if fs.inputs is not None and hasattr(net, "head_pullback") else None)
             head_rule.kernel.use(function_space_terms(outputs, head_params, fs.bandwidth,
                                                       fs.smooth_drive, pullback=pullback))
-        phi_head, head_info = head_rule.direction(flatten_particles(head_params).detach(),
-                                                  head_scores[None])
+        phi_head, head_info = head_rule.direction(_flat_values(head_params), head_scores[None])
         head_ratios.append(head_info.repulsion_ratio_tensor())
         head_norms.append((getattr(head_info, "drive_norm", None),
                            getattr(head_info, "repulsion_norm", None)))
@@ -240,8 +252,10 @@ def multitask_particle_step(net, task_losses, trunk_rule, head_rule, function_sp
             pullback = net.trunk_pullback(fs.inputs)
         trunk_rule.kernel.use(function_space_terms(fs.features, trunk_params, fs.bandwidth,
                                                    fs.smooth_drive, pullback=pullback))
-    phi, info = trunk_rule.direction(flatten_particles(trunk_params).detach(),
-                                     torch.stack(trunk_scores), log_densities=log_densities)
+    # one task: its scores as a (1, M, d) view, not a copy
+    scores = trunk_scores[0][None] if len(trunk_scores) == 1 else torch.stack(trunk_scores)
+    phi, info = trunk_rule.direction(_flat_values(trunk_params), scores,
+                                     log_densities=log_densities)
     _set_grads(trunk_params, phi)
     weights = info.weights
     if len(active) < len(task_losses):
