@@ -87,6 +87,7 @@ import os
 for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_var, "1")
 
+import functools  # noqa: E402
 import json  # noqa: E402
 import pathlib  # noqa: E402
 import sys  # noqa: E402
@@ -320,14 +321,21 @@ def fit_predict(task, key, X, y, X_test, seed=0):
     return (preds.mean(axis=0), preds.var(axis=0) + noise), seconds
 
 
+@functools.lru_cache(maxsize=None)
+def _table(name):
+    """A table's (X, y), loaded once per process (a run over several seeds reads each table
+    once)."""
+    return TABLES[name][1]()
+
+
 def run(table, sizes, models, seed=0):
     """Result rows of ``models`` on ``table`` at each size; ``seed`` draws the test and
     training rows and seeds every model."""
     from sklearn.metrics import log_loss
     from sklearn.preprocessing import StandardScaler
 
-    task, loader = TABLES[table]
-    X_all, y_all = loader()
+    task = TABLES[table][0]
+    X_all, y_all = _table(table)
     order = np.random.RandomState(seed).permutation(len(X_all))
     test, rest = order[:N_TEST], order[N_TEST:]
     rows = []
