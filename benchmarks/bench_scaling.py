@@ -91,6 +91,7 @@ import functools  # noqa: E402
 import json  # noqa: E402
 import pathlib  # noqa: E402
 import sys  # noqa: E402
+import threading  # noqa: E402
 import time  # noqa: E402
 import warnings  # noqa: E402
 
@@ -228,22 +229,23 @@ COLORS = {"mtsgd": "tab:blue", "l2e": "tab:orange", "mlp": "tab:green", "hgb": "
 class PeakMemory:
     """Peak resident memory above the start, in MB, of the code run inside (Linux): the heap
     is trimmed and the kernel's high-water mark reset on entry (``/proc/self/clear_refs``);
-    the peak is the larger of VmHWM and the resident size a thread samples every 10 ms."""
+    the peak is the larger of VmHWM and the resident size a thread samples every 10 ms while
+    the block runs (the thread ends with it; earlier, one sampling thread per table and seed
+    ran to the end of the process, and the fits of a long multi-seed run competed with
+    dozens of them for the interpreter: the docs page's provenance)."""
 
     def __init__(self):
-        import threading
         self.sampled = 0.0
-        threading.Thread(target=self._sample, daemon=True).start()
+        self._stop = None
 
     @staticmethod
     def rss():
         with open("/proc/self/statm") as f:
             return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2 ** 20
 
-    def _sample(self):
-        while True:
+    def _sample(self, stop):
+        while not stop.wait(0.01):
             self.sampled = max(self.sampled, self.rss())
-            time.sleep(0.01)
 
     def __enter__(self):
         import ctypes
@@ -256,9 +258,14 @@ class PeakMemory:
         with open("/proc/self/clear_refs", "w") as f:
             f.write("5")
         self.before = self.sampled = self.rss()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, args=(self._stop,), daemon=True)
+        self._thread.start()
         return self
 
     def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join()
         with open("/proc/self/status") as f:
             hwm = next(int(line.split()[1]) for line in f if line.startswith("VmHWM")) / 1024
         self.extra_mb = max(hwm, self.sampled, self.rss()) - self.before
