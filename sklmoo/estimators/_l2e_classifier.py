@@ -853,14 +853,16 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
         Xi, yi = unpack_data(batch)
         y_pred = self.infer(Xi, **fit_params)
         losses = self._chain_losses(y_pred, *batch_targets(yi))
-        # one read of the chains' summed loss; only a sum that is not finite (an overflow of
-        # finite losses, or a chain's NaN / inf) is looked at chain by chain
-        bad = ([] if math.isfinite(losses.detach().sum().item())
+        # one read of the chains' summed loss, the sum the backward pass then takes; only a
+        # sum that is not finite (an overflow of finite losses, or a chain's NaN / inf) is
+        # looked at chain by chain
+        total = losses.sum()
+        bad = ([] if math.isfinite(total.item())
                else torch.nonzero(~torch.isfinite(losses)).flatten().tolist())
         if bad:
             raise FloatingPointError(f"chain(s) {bad} diverged in epoch {len(self.history)}: "
                                      "non-finite training loss; lower step_size")
-        losses.sum().backward()
+        total.backward()
         return {"loss": losses.mean().detach(), "y_pred": y_pred}
 
     def train_step(self, batch, **fit_params):
