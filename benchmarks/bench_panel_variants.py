@@ -96,7 +96,8 @@ CLF_MTSGD_ROWS = ("clf_default", "clf_nocal", "clf_temperature", "clf_fixed_budg
 def _classifier_metrics(variant, seed, table, X, y):
     from sklmoo import MTSGDMultiTaskClassifier
     X_tr, X_te, y_tr, y_te = bp.split_table(table, X, y, seed)
-    model = MTSGDMultiTaskClassifier(random_state=seed, **VARIANTS[variant])
+    # the networks' variants (the page's runs predate the linear gate)
+    model = MTSGDMultiTaskClassifier(random_state=seed, linear_gate=False, **VARIANTS[variant])
     if variant == "clf_fixed_budget":
         model._auto_extension = 1        # the 'auto' budget of the previous version
     if variant == "clf_patience_fifth":
@@ -154,7 +155,8 @@ def _l2e_prior_selection(table, X, y):
                 warnings.simplefilter("ignore")
                 pipe = Pipeline([("scale", StandardScaler()),
                                  ("model", L2ESamplerClassifier(random_state=seed,
-                                                                prior_precision=c))])
+                                                                prior_precision=c,
+                                                                linear_gate=False))])
                 pipe.fit(X_tr, y_tr)
             seconds[c] += time.perf_counter() - start
             est, Xs = pipe[-1], pipe[0].transform(X_tr).astype(np.float32)

@@ -44,9 +44,11 @@ if name == "L2ESamplerClassifier":
     draws = "n_draws" if "n_draws" in inspect.signature(sklmoo.L2ESamplerClassifier).parameters else "n_samples"
     # 10 draws: one per epoch end after the 10 burn-in epochs (the page said 20 until code
     # e675441's warning showed that 10 were collected; the fit is the same)
-    est = sklmoo.L2ESamplerClassifier(max_epochs=20, random_state=0, **{draws: 10}).fit(X, y_cls)
+    # the chains' predictions (a closed linear gate would predict with 20 linear draws)
+    est = sklmoo.L2ESamplerClassifier(max_epochs=20, random_state=0, linear_gate=False,
+                                      **{draws: 10}).fit(X, y_cls)
 elif name == "MTSGDMultiTaskClassifier":
-    est = sklmoo.MTSGDMultiTaskClassifier(max_epochs=5, random_state=0).fit(
+    est = sklmoo.MTSGDMultiTaskClassifier(max_epochs=5, random_state=0, linear_gate=False).fit(
         X, np.column_stack([y_cls, (X[:, 3] > 0).astype(int)]))
 else:
     est = sklmoo.MTSGDRegressor(max_epochs=5, random_state=0).fit(

@@ -282,6 +282,11 @@ def _patience(key):
     return {"n_iter_no_change": 30} if key == "mlp30" else {}
 
 
+#: what the last fit_predict reports besides its prediction: the MT-SGD classifier's
+#: ``networks_used_`` (False: its linear gate closed), saved with the run's row
+_LAST_FIT = {}
+
+
 def fit_predict(task, key, X, y, X_test, seed=0):
     """(test prediction, fit seconds): probabilities (classification) or (mean, variance);
     the seconds are the fit's alone (the test prediction is not timed, for any model).
@@ -301,6 +306,8 @@ def fit_predict(task, key, X, y, X_test, seed=0):
         make = MTSGDMultiTaskClassifier if key == "mtsgd" else L2ESamplerClassifier
         model = make(random_state=seed).fit(X, y)
         seconds = time.perf_counter() - start
+        if hasattr(model, "networks_used_"):
+            _LAST_FIT["networks_used"] = bool(np.all(model.networks_used_))
         return model.predict_proba(X_test), seconds
     if task == "classification":
         if key == "hgb":
@@ -369,6 +376,7 @@ def run(table, sizes, models, seed=0):
                 continue
             with warnings.catch_warnings(), memory:
                 warnings.simplefilter("ignore")
+                _LAST_FIT.clear()
                 pred, seconds = fit_predict(task, key, X, y, X_test, seed)
             if task == "classification":
                 nll = float(log_loss(y_test, pred, labels=np.arange(pred.shape[1])))
@@ -377,7 +385,8 @@ def run(table, sizes, models, seed=0):
                 nll = _gaussian_nll(y_test / scale, pred[0] / scale, pred[1] / scale ** 2)
             row = dict(table=table, task=task, n=int(n), model=key, seed=seed, nll=nll,
                        fit_seconds=float(seconds), peak_mb=float(memory.extra_mb),
-                       x_mb=float(X.nbytes / 2 ** 20))
+                       x_mb=float(X.nbytes / 2 ** 20), **_LAST_FIT)
+            _LAST_FIT.clear()
             print(f"{table:10s} n {n:7d} {key:6s} seed {seed} NLL {nll:8.4f} fit "
                   f"{seconds:7.1f} s "
                   f"peak {memory.extra_mb:7.1f} MB", flush=True)

@@ -228,7 +228,9 @@ def test_predict_is_the_most_probable_label_of_the_log_linear_pool():
     import torch
 
     X, y = _scaled(load_breast_cancer)
-    clf = MTSGDMultiTaskClassifier(n_particles=3, max_epochs=2, random_state=0).fit(X, y)
+    # the particles' pool (a closed linear gate would stand in for it)
+    clf = MTSGDMultiTaskClassifier(n_particles=3, max_epochs=2, random_state=0,
+                                   linear_gate=False).fit(X, y)
     member_p = np.array([[0.999, 0.001], [0.2, 0.8], [0.2, 0.8]])
     logits = torch.tensor(np.log(member_p)[None], dtype=torch.float32)        # (1, M, C)
     clf._row_batches = lambda X: [(logits,)]
@@ -248,7 +250,7 @@ def test_a_task_without_labelled_validation_rows_keeps_the_plain_average():
     y2[valid, 1] = np.nan                                    # task 1: no validation label
     split = lambda ds, y=None, **kw: (Subset(ds, np.setdiff1d(np.arange(len(ds)), valid)),  # noqa
                                       Subset(ds, valid))
-    clf = MTSGDMultiTaskClassifier(n_particles=3, max_epochs=10, train_split=split,
+    clf = MTSGDMultiTaskClassifier(n_particles=3, max_epochs=10, train_split=split, linear_gate=False,
                                    random_state=0).fit(X, y2)
     assert clf.module_.recalibration_pool.tolist() == [1.0, 0.0]
     assert clf.temperature_[1] == 1.0 and clf.temperature_[0] != 1.0
@@ -258,7 +260,7 @@ def test_a_task_without_labelled_validation_rows_keeps_the_plain_average():
 
 def test_an_estimator_pickled_before_the_pooling_was_recorded_predicts_and_refits(tmp_path):
     X, y = _scaled(load_wine)
-    clf = MTSGDMultiTaskClassifier(n_particles=3, max_epochs=5, calibration="temperature",
+    clf = MTSGDMultiTaskClassifier(n_particles=3, max_epochs=5, calibration="temperature", linear_gate=False,
                                    random_state=0).fit(X, y)
     expected = clf.predict_proba(X)
     clf.save_params(f_params=tmp_path / "new.pt")
@@ -318,7 +320,8 @@ def test_validation_split_refuses_bad_settings_at_fit(bad):
 
 def test_split_follows_random_state():
     X, y = _scaled(load_iris)
-    fits = [MTSGDMultiTaskClassifier(n_particles=2, max_epochs=2, random_state=s).fit(X, y)
+    fits = [MTSGDMultiTaskClassifier(n_particles=2, max_epochs=2, random_state=s,
+                                     linear_gate=False).fit(X, y)
             for s in (0, 0, 1)]
     assert fits[0].n_valid_ == 30 and fits[0].n_train_ == 120
     np.testing.assert_array_equal(fits[0].predict_proba(X), fits[1].predict_proba(X))
@@ -352,8 +355,9 @@ def test_early_stopping_restores_the_best_epoch():
     (lambda: MTSGDMultiTaskClassifier(n_particles=3, max_epochs=30, random_state=0),
      load_wine, 1.0, TEMPERATURE_PRIOR_SCALE),
     # L2E: the prior on its temperature is centred below 1 (its average is underconfident)
-    (lambda: L2ESamplerClassifier(max_epochs=20, n_draws=4, random_state=0), load_iris,
-     TEMPERATURE_PRIOR_CENTER, 0.5)])
+    # (the chains' temperature: a closed linear gate would set it to 1)
+    (lambda: L2ESamplerClassifier(max_epochs=20, n_draws=4, random_state=0, linear_gate=False),
+     load_iris, TEMPERATURE_PRIOR_CENTER, 0.5)])
 def test_temperature_is_fitted_on_the_validation_rows(make, load, center, scale):
     X, y = _scaled(load)
     raw = make().set_params(calibration=None).fit(X, y)

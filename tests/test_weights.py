@@ -197,7 +197,7 @@ def test_the_validation_loss_is_the_weighted_nll_of_the_held_out_rows(table):
     w = w + 0.5
     valid = np.arange(100, 150)
     clf = MAKERS["mtsgd"](calibration=None, callbacks__early_stopping=None,
-                          train_split=_fixed_split(valid))
+                          train_split=_fixed_split(valid), linear_gate=False)
     clf = _quiet_fit(clf, X, y, sample_weight=w)
     expected = log_loss(y[valid], clf.predict_proba(X[valid]), sample_weight=w[valid])
     assert clf.history[-1, "valid_loss"] == pytest.approx(expected, rel=1e-5)
@@ -218,7 +218,8 @@ def test_the_weights_reach_the_temperature(table):
     X, y, _, w = table
     valid = np.arange(100, 150)
     wv = np.where(np.arange(150) >= 125, 4.0, 1.0)
-    clf = _quiet_fit(MAKERS["mtsgd"](calibration="temperature",
+    # the networks' temperature (a closed linear gate would set it to 1)
+    clf = _quiet_fit(MAKERS["mtsgd"](calibration="temperature", linear_gate=False,
                                      train_split=_fixed_split(valid)), X, y, sample_weight=wv)
     raw = clone(clf).set_params(calibration=None)
     raw = _quiet_fit(raw, X, y, sample_weight=wv)

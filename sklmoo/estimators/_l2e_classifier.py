@@ -19,9 +19,11 @@ from skorch.utils import to_tensor
 from ..diagnostics import function_space_diagnostics
 from ..metrics import entropy_decomposition
 from ..metrics._recalibration import apply_temperature, fit_temperature
-from ..nn import ChainEnsemble, TrunkClassifier, member_factory
+from ..nn import ChainEnsemble, LinearLogits, TrunkClassifier, member_factory
 from ..samplers import SGMCMC_SAMPLERS, MetaSampler, SamplerOptimizer, make_sgmcmc
 from ._guard import SklmooNetMixin, scale_advice
+from ._linear_gate import (builds_linear, gate_rows, judge_task, linear_draw_proba,
+                           task_parts)
 from ._rows import batch_targets, take_rows
 from ._validation import ValidationSplit
 from ._weights import (check_partial_fit_class_weight, check_sample_weight,
@@ -108,8 +110,8 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
     meta_sampler : 'default', path or MetaSampler, default='default'
         L2E's meta-parameters: the one sklmoo ships, a ``.npz`` file, or an object.
     n_chains : int, default=4
-        Independent chains, each from its own initialisation; more chains explore more modes
-        and give better diagnostics, at a proportional cost.
+        Independent chains, each from its own initialisation; more explore more modes and
+        give better diagnostics, at a proportional cost.
     max_epochs : int or 'auto', default='auto'
         Epochs per call to ``fit``. 'auto': about 500 sampler steps (20 to 500 epochs;
         ``max_epochs_`` holds the number chosen). The cost per step is the transition,
@@ -129,17 +131,13 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
         'adam': each chain minimises its mean loss plus the prior's penalty (weight decay
         ``prior_precision / N``) with Adam (learning rate 1e-3); the sampler then starts from
         there (above 1,024 training rows, from the average of Adam's iterates). 'auto':
-        'adam' with more than 1,024 training rows, where the sampler's small steps
-        (:math:`\\epsilon = \\sqrt{s/N}`) need many epochs to reach the posterior's bulk,
-        except for 'csgmcmc'; 'sampler' otherwise. ``burn_in_method_`` holds the one
-        used; when it is 'adam', the draws (of a continued fit too) are taken at evenly spaced
-        steps.
+        'adam' with more than 1,024 training rows (the sampler's small steps need many epochs
+        to reach the posterior's bulk), except for 'csgmcmc'; 'sampler' otherwise
+        (``burn_in_method_``); after 'adam', draws at evenly spaced steps.
     n_draws : int, default=20
         Draws collected per chain and fit call (fewer, with a warning, when the fit has
-        fewer steps), at evenly spaced epoch ends after burn-in, or evenly spaced sampler
-        steps when there are fewer epoch ends (always for 'csgmcmc' and after an Adam
-        burn-in); predictions average
-        ``n_chains * n_draws_`` networks.
+        fewer steps), at evenly spaced epoch ends after burn-in, or evenly spaced steps when
+        there are fewer epoch ends; predictions average ``n_chains * n_draws_`` networks.
     step_size : float, default=None
         :math:`s` in the time step :math:`\\epsilon = \\sqrt{s / N}`. None: 1.0 for 'l2e' (its
         meta-training value: keep it), 0.03 for 'sghmc', 0.1 (the peak) for 'csgmcmc'; tune
@@ -168,10 +166,13 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
     calibration : {'temperature'} or None, default='temperature'
         Recalibration of the model average on the validation rows: one temperature
         (``temperature_``), fitted by held-out negative log-likelihood with a log-normal prior
-        centred at 0.85, since the average over the chains' draws tends to be underconfident
-        (:ref:`ug-defaults`). ``predict_proba`` returns the calibrated average, ``predict`` is
-        unchanged; ``predict_proba_samples`` and ``predict_uncertainty`` describe the
-        uncalibrated draws.
+        centred at 0.85 (the draws' average tends to be underconfident; :ref:`ug-defaults`).
+        ``predict_proba_samples`` and ``predict_uncertainty`` describe the uncalibrated
+        draws.
+    linear_gate : bool, default=True
+        A Bayesian logistic regression stands in for the chains where its validation NLL is
+        not higher (``networks_used_``; up to 300 linear parameters, from 30 labelled
+        validation rows; :ref:`ug-linear-gate`).
     class_weight : dict, 'balanced' or None, default=None
         Weights of the labels, as in scikit-learn: ``{label: weight}`` or 'balanced'
         (``n_samples / (n_classes * np.bincount(y))``, counting ``sample_weight``); they
@@ -209,6 +210,8 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
         saves both with the temperature (the chains' momenta are the optimizer's state).
     n_draws_ : int
         Draws per chain collected so far (set to the loaded draws by :meth:`load_params`).
+    networks_used_ : bool
+        Whether the chains predict (``linear_gate``).
     convergence_ : dict or None
         Function-space diagnostics of the chains on a probe of the rows given to ``fit``,
         computed at the end of ``fit``: ``'rhat'``, ``'ess_bulk'`` and ``'diversity'`` (each
@@ -258,7 +261,7 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
                  max_epochs="auto", burn_in=None, burn_in_method="auto", n_draws=20, step_size=None, friction=None,
                  temperature=1.0, prior_precision=1.0, n_cycles=4, n_data=None,
                  sample_dtype="float32", input_shape=None, calibration="temperature",
-                 class_weight=None, random_state=None, criterion=torch.nn.CrossEntropyLoss, batch_size=128,
+                 linear_gate=True, class_weight=None, random_state=None, criterion=torch.nn.CrossEntropyLoss, batch_size=128,
                  train_split=ValidationSplit(), verbose=0, **kwargs):
         kwargs.setdefault("optimizer", SamplerOptimizer)
         super().__init__(module, criterion=criterion, max_epochs=max_epochs,
@@ -279,6 +282,7 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
         self.sample_dtype = sample_dtype
         self.input_shape = input_shape
         self.calibration = calibration
+        self.linear_gate = linear_gate
         self.class_weight = class_weight
         self.random_state = random_state
 
@@ -309,6 +313,10 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
     #: burn-in epoch ends with the averages, which the validation loss judges and the sampler
     #: starts from
     _average_decay = 0.99
+
+    #: ``linear_gate``: the logistic regression's posterior draws per chain (fixed, so that
+    #: parameters saved with any ``n_draws`` load)
+    _linear_draws_per_chain = 5
 
     _renamed_params = {"n_samples": "n_draws"}
     _auto_epoch_bounds = (20, 500)
@@ -596,6 +604,10 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
             self.fitted_ = continuing
             raise
         self._collected = 0
+        linear = self._linear_model()
+        if linear is not None:
+            # every fit samples the chains and judges them again
+            linear.set_gate([1.0])
         try:
             self._run_epochs(X, codes, (dataset_train, dataset_valid), **fit_params)
         finally:
@@ -609,16 +621,46 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
         self.n_train_ = n_train
         self.n_valid_ = 0 if dataset_valid is None else len(dataset_valid)
         valid = (self._subset_rows(dataset_valid, X, codes, weight)
-                 if self.calibration is not None else None)
+                 if self.calibration is not None or linear is not None else None)
         self.temperature_ = 1.0
-        if valid is not None and len(valid[0]):
+        if self.calibration is not None and valid is not None and len(valid[0]):
             bma = np.concatenate([p.mean(axis=0) for p in self._row_batches(valid[0])])
             self.temperature_ = fit_temperature(bma, valid[1],
                                                 prior_center=TEMPERATURE_PRIOR_CENTER,
                                                 sample_weight=valid[2])
         self._store_recalibration(self.temperature_)
+        self._gate_networks(X, codes, weight, dataset_train, dataset_valid, valid)
         self.fitted_ = True
         return self
+
+    def _linear_model(self):
+        linear = getattr(getattr(self, "module_", None), "linear", None)
+        return linear if isinstance(linear, LinearLogits) else None
+
+    def _gate_networks(self, X, codes, weight, train, valid, rows):
+        """``linear_gate``: a Bayesian logistic regression of the training rows against the
+        recalibrated model average on the validation rows ``rows`` ((X, codes, weight), None
+        without a split; :func:`~._linear_gate.judge_task`); where its weighted NLL is not
+        higher, its draws, refitted on every row, stand in for the chains'
+        (``networks_used_`` False, temperature 1)."""
+        self.networks_used_ = True
+        linear = self._linear_model()
+        parts = (None if linear is None or not self.linear_gate or not self.n_draws_
+                 else gate_rows(X, codes, weight, train, valid, rows))
+        if parts is None:
+            return
+
+        def networks():
+            bma = np.concatenate([p.mean(axis=0) for p in self._row_batches(parts[1][0])])
+            return apply_temperature(bma, self.temperature_)
+
+        if judge_task(linear, 0, task_parts(parts, 0), networks, len(self.classes_),
+                      self.n_chains * self._linear_draws_per_chain, [self.seed_, 0],
+                      max(self.batch_size, 256)):
+            linear.set_gate([0.0])
+            self.networks_used_ = False
+            self.temperature_ = 1.0
+            self._store_recalibration(self.temperature_)
 
     def _row_weights(self, codes, sample_weight):
         """(n,) weight of every row: ``sample_weight`` (checked) times its label's
@@ -767,7 +809,7 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
             return None
         rng = np.random.default_rng(self.seed_)
         probe = X[rng.choice(len(X), size=min(_PROBE_SIZE, len(X)), replace=False)]
-        draws = self._proba_draws(probe)                       # (chains, draws, n, C)
+        draws = self._proba_draws(probe, chains=True)          # (chains, draws, n, C)
         within = draws.std(axis=1).mean(axis=(1, 2))           # per chain
         between = draws.mean(axis=1).std(axis=0).mean() if len(draws) > 1 else 0.0
         stuck = [int(c) for c in np.flatnonzero(within < max(STUCK_RATIO * between,
@@ -824,6 +866,10 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
                 lower="n_chains or n_draws")
             self.module_ = ChainEnsemble(make, self.n_chains, input_shape=shape,
                                          sample_dtype=_SAMPLE_DTYPES[self.sample_dtype])
+        if self.linear_gate and builds_linear(n_classes, shape):
+            # its draws stand in for the chains' where it is judged not worse (linear_gate)
+            self.module_.linear = LinearLogits(
+                int(np.prod(shape)), self.n_chains * self._linear_draws_per_chain, [n_classes])
         self._register_recalibration(1)
         return self
 
@@ -913,6 +959,8 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
         self.n_draws_ = len(self.module_.samples)
         self.convergence_ = None
         self.temperature_ = float(self._loaded_recalibration()[0])
+        linear = self._linear_model()
+        self.networks_used_ = linear is None or not linear._closed
         self.fitted_ = self.n_draws_ > 0
 
     def _resume_loaded_chains(self):
@@ -975,12 +1023,19 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
 
     # -- predictions ---------------------------------------------------------------------------
 
-    def _proba_batches(self, X):
+    def _proba_batches(self, X, chains=False):
         """Class probabilities of every draw, one batch of rows at a time: yields float64
-        arrays (n_chains, n_draws, batch, n_classes)."""
+        arrays (n_chains, n_draws, batch, n_classes); the logistic regression's draws where
+        it stands in for the chains (``networks_used_`` False), unless ``chains``."""
         # in float64: float32 rounding would make a row's prediction depend on the batch
         self.module_.eval()
         size = max(self.batch_size, 256)
+        linear = self._linear_model()
+        if not chains and linear is not None and linear._closed:
+            for start in range(0, len(X), size):
+                p = linear_draw_proba(linear, 0, X[start:start + size])
+                yield p.reshape(self.n_chains, -1, *p.shape[1:])
+            return
         with torch.no_grad():
             draws = {k: v.double() if v.is_floating_point() else v
                      for k, v in self.module_.prepared_draws().items()}
@@ -991,9 +1046,9 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
                 out = torch.softmax(self.module_.forward_samples(xb, draws).double(), dim=-1)
                 yield out.cpu().transpose(0, 1).numpy()
 
-    def _proba_draws(self, X):
+    def _proba_draws(self, X, chains=False):
         """Class probabilities of every draw: (n_chains, n_draws, n_samples, n_classes)."""
-        return np.concatenate(list(self._proba_batches(X)), axis=2)
+        return np.concatenate(list(self._proba_batches(X, chains)), axis=2)
 
     def _row_batches(self, X):
         """One batch's (n_chains * n_draws, batch, n_classes) probabilities at a time."""
@@ -1006,7 +1061,8 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
 
     def predict_proba_samples(self, X):
         """Class probabilities under every collected draw of every chain, not recalibrated
-        (:meth:`predict_proba` applies ``temperature_`` to their mean).
+        (:meth:`predict_proba` applies ``temperature_`` to their mean); the logistic
+        regression's draws where it stands in for the chains (``networks_used_`` False).
 
         Parameters
         ----------
@@ -1116,4 +1172,6 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
         ValueError
             With fewer than 4 draws per chain (split-R-hat halves each chain).
         """
-        return function_space_diagnostics(self._checked_draws(X))
+        self.check_is_fitted()
+        return function_space_diagnostics(
+            self._proba_draws(self._validate_X(X, reset=False), chains=True))

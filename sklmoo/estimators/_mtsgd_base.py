@@ -325,9 +325,11 @@ class MTSGDNetBase(SklmooNetMixin, NeuralNet):
             self._step_stash = {}
         self.n_train_, self.n_valid_ = n_train, 0 if valid is None else len(valid)
         self._after_epochs(X, targets, weight, train, valid)
-        rows = (self._subset_rows(valid, X, targets, weight) if self.calibration is not None
-                else None)
-        self._fit_calibration(*(rows or (None, None, None)))
+        rows = (self._subset_rows(valid, X, targets, weight)
+                if self.calibration is not None or self._judges_networks() else None)
+        self._fit_calibration(*((rows if self.calibration is not None else None)
+                                or (None, None, None)))
+        self._gate_networks(X, targets, weight, train, valid, rows)
         self.fitted_ = True
         return self
 
@@ -422,6 +424,15 @@ class MTSGDNetBase(SklmooNetMixin, NeuralNet):
     def _after_epochs(self, X, targets, weight, train, valid):
         """After training, before calibration (no-op here; the regressor's kernel mean
         function decides there whether the networks add to it)."""
+
+    def _judges_networks(self):
+        """Whether :meth:`_gate_networks` needs the validation rows (no here)."""
+        return False
+
+    def _gate_networks(self, X, targets, weight, train, valid, rows):
+        """After calibration, with the validation rows ``rows`` ((X, targets, weight) or
+        None): the classifier's linear model may stand in for a task's networks (no-op
+        here)."""
 
     def initialize_module(self):
         """Build the M-particle network from the trunk and the targets seen in ``fit``."""

@@ -7,6 +7,8 @@ from sklearn.base import ClassifierMixin
 from ..metrics import entropy_decomposition
 from ..metrics._validation import check_label_kinds
 from ..metrics._recalibration import apply_temperature, fit_temperature, pool_log_linear
+from ..nn import LinearLogits
+from ._linear_gate import builds_linear, gate_rows, judge_task, task_parts
 from ._mtsgd_base import MTSGDNetBase
 from ._validation import ValidationSplit
 from ._weights import check_weighted_classes, class_weights
@@ -94,17 +96,20 @@ class MTSGDMultiTaskClassifier(ClassifierMixin, MTSGDNetBase):
         Recalibration on the validation rows: one temperature per task (``temperature_``),
         fitted by held-out negative log-likelihood with a log-normal prior centred at 1.
         'logit_temperature' tempers the particles' log-linear pool (the softmax of their
-        averaged logits), 'temperature' their averaged probabilities (the map of scikit-learn's
+        averaged logits), 'temperature' their averaged probabilities (as scikit-learn's
         ``CalibratedClassifierCV(method='temperature')``); None returns the averaged
-        probabilities. ``predict_proba`` and ``predict`` use the result;
-        ``predict_proba_members`` and ``predict_uncertainty`` describe the uncalibrated
-        particles. Without a validation split the temperatures stay 1. See
-        :ref:`ug-defaults`.
+        probabilities. ``predict_proba_members`` and ``predict_uncertainty`` describe the
+        uncalibrated particles. Without a validation split the temperatures stay 1
+        (:ref:`ug-defaults`).
     prior_precision : float, default=0.0
         Precision of an isotropic Gaussian prior on every weight, applied as weight decay
         ``prior_precision / N``, N the training rows' total weight (``optimizer__weight_decay``
         overrides it). Off by
         default: early stopping is the classifier's regulariser (:ref:`ug-mtsgd`).
+    linear_gate : bool, default=True
+        Per task, a Bayesian logistic regression stands in for the networks where its
+        validation NLL is not higher (``networks_used_``; tasks of at most 300 linear
+        parameters and 30 labelled validation rows; :ref:`ug-linear-gate`).
     class_weight : dict, 'balanced', list of these, or None, default=None
         Weights of the labels, as in scikit-learn: ``{label: weight}`` or 'balanced'
         (``n_samples / (n_classes * np.bincount(y))``, counting ``sample_weight``); for a
@@ -128,25 +133,23 @@ class MTSGDMultiTaskClassifier(ClassifierMixin, MTSGDNetBase):
         extended to at most three times that (and 500 epochs) while early stopping sees the
         validation loss improve; with ``batch_size='auto'`` on more than 8,192 training rows,
         up to 150 epochs (or the extended budget, when longer) with a patience of 10.
-        ``max_epochs_`` holds the budget chosen. When ``history[-1, 'best_epoch']`` is the
-        last epoch, the budget ended the fit: pass a larger integer.
+        ``max_epochs_`` holds the budget chosen. A ``history[-1, 'best_epoch']`` at the last
+        epoch means the budget ended the fit.
     batch_size : int or 'auto', default='auto'
         Rows per mini-batch (-1: all). 'auto': 64 up to 8,192 training rows; above, about a
         25th of them, a power of two of at most 1,024 (``batch_size_``), with ``lr`` scaled
         by the square root of the batch's size over 64 (``lr`` is the rate at 64 rows).
         With 'auto' above 8,192 rows, the validation passes and the fitted model use the
         particles' weights averaged over the fit's steps (moving average, decay 0.99);
-        training continues from the last step (:ref:`ug-scale`). The validation passes of
-        a fit take batches of eight times as many rows (at most 4,096, never fewer than a
-        training batch) unless ``iterator_valid__batch_size`` is given.
+        training continues from the last step (:ref:`ug-scale`). Validation batches are
+        eight times larger (at most 4,096 rows) unless ``iterator_valid__batch_size``.
     train_split : callable or None, default=ValidationSplit()
         The internal validation split: by default 20 % of up to 10,000 rows, 2,000 rows up
         to 20,000 and 10 % above (at least 5, none when fewer than 10 would
         remain), stratified and seeded by ``random_state``. Its loss drives the
-        default ``early_stopping`` callback (restore-best; patience an eighth of
-        ``max_epochs``, or of the 'auto' budget before its extension, at least 5 epochs; 10
-        with both 'auto' above 8,192 training rows) and its rows fit ``calibration``.
-        None: train on every row for ``max_epochs_`` epochs, without calibration.
+        default ``early_stopping`` callback (restore-best; patience in :ref:`ug-mtsgd`) and
+        its rows fit ``calibration`` and judge ``linear_gate``. None: train on every row for
+        ``max_epochs_`` epochs, without calibration.
     verbose : int, default=0
         0: silent. Above 0: progress output per epoch (:ref:`ug-fitting`).
     **kwargs
@@ -173,6 +176,8 @@ class MTSGDMultiTaskClassifier(ClassifierMixin, MTSGDNetBase):
     temperature_ : ndarray of shape (n_tasks,)
         The fitted temperatures (above 1: the pool was overconfident and is softened; below
         1: underconfident and sharpened).
+    networks_used_ : ndarray of bool, shape (n_tasks,)
+        Per task, whether its networks predict (``linear_gate``).
     kernel_ : {'function', 'parameter'}
         The kernel of the last fit (``kernel`` resolved).
     batch_size_ : int
@@ -208,8 +213,8 @@ class MTSGDMultiTaskClassifier(ClassifierMixin, MTSGDNetBase):
                  warmup_epochs=0, task_normalization="l2", normalize_drive=False,
                  input_shape=None,
                  missing_label=None,
-                 calibration="logit_temperature", prior_precision=0.0, class_weight=None,
-                 random_state=None, criterion=torch.nn.CrossEntropyLoss,
+                 calibration="logit_temperature", prior_precision=0.0, linear_gate=True,
+                 class_weight=None, random_state=None, criterion=torch.nn.CrossEntropyLoss,
                  optimizer=torch.optim.Adam, lr=1e-3, max_epochs="auto", batch_size="auto",
                  train_split=ValidationSplit(), verbose=0, **kwargs):
         super().__init__(module, criterion=criterion, optimizer=optimizer, lr=lr,
@@ -229,6 +234,7 @@ class MTSGDMultiTaskClassifier(ClassifierMixin, MTSGDNetBase):
         self.missing_label = missing_label
         self.calibration = calibration
         self.prior_precision = prior_precision
+        self.linear_gate = linear_gate
         self.class_weight = class_weight
         self.random_state = random_state
 
@@ -374,6 +380,74 @@ class MTSGDMultiTaskClassifier(ClassifierMixin, MTSGDNetBase):
                 self.temperature_[t] = fit_temperature(
                     self._pool(logits, t), codes_valid[:, t], prior_scale=TEMPERATURE_PRIOR_SCALE,
                     sample_weight=None if weight is None else weight[:, t])
+        self._store_recalibration(self.temperature_)
+
+    # -- the linear model ------------------------------------------------------------------------
+
+    def _linear_tasks(self):
+        """Per task, whether ``linear_gate`` builds it a linear model."""
+        return [bool(self.linear_gate) and builds_linear(len(c), self.input_shape_)
+                for c in self._task_classes()]
+
+    def _output_map(self):
+        if not any(self._linear_tasks()):
+            return None
+        return LinearLogits(int(np.prod(self.input_shape_)), self.n_particles,
+                            self._head_widths())
+
+    def _judges_networks(self):
+        return self._linear_map() is not None
+
+    def _after_load_params(self):
+        """Loading also restores which tasks' networks the linear model stands in for."""
+        super()._after_load_params()
+        linear = self._linear_map()
+        self.networks_used_ = (np.ones(self.n_tasks_, dtype=bool) if linear is None
+                               else linear.gate.cpu().numpy() > 0)
+
+    def _linear_map(self):
+        linear = getattr(getattr(self, "module_", None), "output_map", None)
+        return linear if isinstance(linear, LinearLogits) else None
+
+    def _start_training(self):
+        # every fit trains the networks of every task: a continued fit's closed gates open
+        # until the networks are judged again (:meth:`_gate_networks`)
+        super()._start_training()
+        linear = self._linear_map()
+        if linear is not None:
+            linear.set_gate(np.ones(self.n_tasks_))
+
+    def _gate_networks(self, X, codes, weight, train, valid, rows):
+        """``linear_gate``: per task, a Bayesian logistic regression of the training rows is
+        compared with the recalibrated networks on the validation rows ``rows`` ((X, codes,
+        weight), None without a split; :func:`~._linear_gate.judge_task`); where its weighted
+        NLL is not higher, the task's gate closes (``networks_used_``): the model refitted on
+        every row the fit saw stands in for the particles, its draws' average uncalibrated
+        (temperature 1)."""
+        self.networks_used_ = np.ones(self.n_tasks_, dtype=bool)
+        linear = self._linear_map()
+        parts = None if linear is None else gate_rows(X, codes, weight, train, valid, rows)
+        if parts is None:
+            return
+        pooled = []
+
+        def networks(t):
+            if not pooled:
+                outs = self._valid_outputs(parts[1][0])
+                pooled.extend(self._pooled_proba(lg, u) for u, lg in enumerate(outs))
+            return pooled[t]
+
+        gate = np.ones(self.n_tasks_)
+        for t, built in enumerate(self._linear_tasks()):
+            if built and judge_task(linear, t, task_parts(parts, t), lambda: networks(t),
+                                    len(self._task_classes()[t]), self.n_particles,
+                                    [self.seed_, t], self._valid_batch_rows()):
+                gate[t] = 0.0
+                self.temperature_[t] = 1.0
+                with torch.no_grad():
+                    self.module_.recalibration_pool[t] = 0.0
+        linear.set_gate(gate)
+        self.networks_used_ = gate > 0
         self._store_recalibration(self.temperature_)
 
     def _pool(self, logits, t):
@@ -532,3 +606,4 @@ def _pool_of_older_files(module, state_dict, prefix, *args):
     """Parameters saved before the pooling was recorded were fitted on averaged probabilities."""
     state_dict.setdefault(prefix + "recalibration_pool",
                           torch.zeros_like(module.recalibration_pool))
+

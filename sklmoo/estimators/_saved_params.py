@@ -9,7 +9,7 @@ import copy
 import torch
 
 from .._io import backed_by_storage, check_torch_archive, read_json, tensor_bytes
-from ..nn import LinearMean, SampleStore
+from ..nn import LinearLogits, LinearMean, SampleStore
 from ..nn._kernel_mean import KernelMean
 
 #: what a file may declare beyond twice the bytes of the state it replaces (its pickled
@@ -237,12 +237,19 @@ def _all_finite(tensor):
 
 def _open_missing_linear_gates(module, state_dict):
     """A file saved before :class:`~sklmoo.nn.LinearMean` had its networks' gate: open (the
-    networks always added to it then), written into ``state_dict``."""
+    networks always added to it then), written into ``state_dict``; likewise a classifier's
+    file saved before its :class:`~sklmoo.nn.LinearLogits`: every gate open."""
     for name, mod in module.named_modules():
         prefix = f"{name}." if name else ""
         if (isinstance(mod, LinearMean) and f"{prefix}gate" not in state_dict
                 and f"{prefix}weight" in state_dict):
             state_dict[f"{prefix}gate"] = torch.ones_like(mod.gate)
+        if (isinstance(mod, LinearLogits) and name
+                and not any(k.startswith(prefix) for k in state_dict)):
+            # a classifier's file from before its linear model: the particles' logits
+            for key, buffer in mod.named_buffers(recurse=False):
+                state_dict[prefix + key] = (torch.ones_like(buffer) if key == "gate"
+                                            else torch.zeros_like(buffer))
 
 
 def _some(keys, n=8):

@@ -443,6 +443,102 @@ class LinearMean(nn.Module):
                                      cotangent)
 
 
+class LinearLogits(nn.Module):
+    r"""Fixed draws of a Bayesian logistic regression that stand in for the particles' logits,
+    task by task.
+
+    An ``output_map`` of :class:`MultiTaskParticleNet` under logit heads
+    (:class:`StackedLinear`): ``forward(x, outputs)`` takes the input batch and the per-task
+    particle logits (T tensors (batch, M, C_t)) and returns them unchanged for a task whose
+    gate is open (1, the default), and for a closed one (0, :meth:`set_gate`) particle m's
+    logits of the linear model
+
+    .. math:: (x - c_t)^\top W_{t,m} + b_{t,m},
+
+    on the flattened input, :math:`(W_{t,m}, b_{t,m})` the m-th of M fixed draws from the
+    model's posterior (:meth:`set`): the particles then average the linear model's predictive
+    distribution and their spread is its epistemic part. An open gate costs no tensor
+    operation. Buffers: saved with the module, never trained.
+
+    Parameters
+    ----------
+    in_features : int
+        Flattened input size d.
+    n_particles : int
+        M, the draws per task.
+    n_classes : list of int
+        Classes per task (C_t).
+
+    Examples
+    --------
+    >>> import torch
+    >>> from sklmoo.nn import LinearLogits
+    >>> lin = LinearLogits(2, n_particles=1, n_classes=[2])
+    >>> logits = (torch.zeros(1, 1, 2),)                    # one row, one particle
+    >>> lin.set(0, torch.tensor([[[0.0, 0.0], [1.0, 0.0]]]), torch.zeros(1, 2), torch.zeros(2))
+    >>> lin(torch.ones(1, 2), logits)[0].tolist()           # gate open: the particles' logits
+    [[[0.0, 0.0]]]
+    >>> lin.set_gate([0])
+    >>> lin(torch.ones(1, 2), logits)[0].tolist()           # closed: the linear model's
+    [[[0.0, 1.0]]]
+    """
+
+    #: the heads whose pull-back :meth:`task_pullback` maps (see
+    #: :meth:`MultiTaskParticleNet.head_pullback`)
+    pullback_heads = (StackedLinear,)
+
+    def __init__(self, in_features, n_particles, n_classes):
+        super().__init__()
+        self.n_tasks = len(n_classes)
+        self.register_buffer("gate", torch.ones(self.n_tasks))
+        for t, c in enumerate(n_classes):
+            self.register_buffer(f"weight_{t}", torch.zeros(n_particles, c, in_features))
+            self.register_buffer(f"bias_{t}", torch.zeros(n_particles, c))
+            self.register_buffer(f"center_{t}", torch.zeros(in_features))
+        self._closed = []
+        self.register_load_state_dict_post_hook(_sync_closed_gates)
+
+    def set_gate(self, gate):
+        """Per task (n_tasks,), 1: the particles' logits; 0: the linear model's draws."""
+        with torch.no_grad():
+            self.gate.copy_(torch.as_tensor(gate, dtype=self.gate.dtype))
+        _sync_closed_gates(self)
+
+    def set(self, t, weight, bias, center):
+        """Task t's draws: ``weight`` (M, C_t, d) and ``bias`` (M, C_t) of the logits about
+        the inputs' ``center`` (d,)."""
+        with torch.no_grad():
+            for name, value in (("weight", weight), ("bias", bias), ("center", center)):
+                buffer = getattr(self, f"{name}_{t}")
+                buffer.copy_(torch.as_tensor(value, dtype=torch.float64).to(buffer.dtype))
+
+    def task_logits(self, t, x, dtype=None):
+        """Task t's linear logits (batch, M, C_t) of the draws on the batch ``x``, computed
+        in ``dtype`` (None: the buffers')."""
+        weight, bias, center = (getattr(self, f"{name}_{t}").to(dtype)
+                                for name in ("weight", "bias", "center"))
+        z = x.reshape(x.shape[0], -1).to(weight.dtype) - center
+        return torch.einsum("bd,mcd->bmc", z, weight) + bias
+
+    def forward(self, x, outputs):
+        """The per-task logits (see the class description)."""
+        if not self._closed:
+            return outputs
+        return tuple(self.task_logits(t, x).to(o.dtype) if t in self._closed else o
+                     for t, o in enumerate(outputs))
+
+    def task_pullback(self, t, head_outputs, mapped, cotangent):
+        """Task t's logits' cotangents to its head's: unchanged through an open gate, zero
+        through a closed one (the linear logits do not depend on the particles)."""
+        return torch.zeros_like(cotangent) if t in self._closed else cotangent
+
+
+def _sync_closed_gates(module, *_):
+    """The closed gates' tasks, read once from the buffer (after :meth:`LinearLogits.set_gate`
+    or a state load) rather than at every forward pass."""
+    module._closed = [t for t, g in enumerate(module.gate.tolist()) if g == 0]
+
+
 class MultiTaskParticleNet(nn.Module):
     """M particle networks with a shared-per-particle trunk and per-task heads.
 
@@ -466,7 +562,8 @@ class MultiTaskParticleNet(nn.Module):
     output_map : nn.Module, optional
         Called as ``output_map(x, outputs)`` on the input batch and the tuple of per-task
         outputs, returning the tuple the network outputs: e.g. :class:`LinearMean`, a fixed
-        Bayesian linear model under Gaussian heads.
+        Bayesian linear model under Gaussian heads, or :class:`LinearLogits`, a Bayesian
+        logistic regression that can stand in for a task's logits.
 
     Notes
     -----
@@ -539,7 +636,9 @@ class MultiTaskParticleNet(nn.Module):
                                                                     "task_pullback")
         if (vjp is None or not self._computes_as_defined()
                 or (self.output_map is not None
-                    and (task_map is None or type(head) is not StackedGaussianHead))):
+                    and (task_map is None
+                         or type(head) not in getattr(type(self.output_map), "pullback_heads",
+                                                      (StackedGaussianHead,))))):
             return None
         h = features.detach()
 
