@@ -593,6 +593,10 @@ def run_fit(table, task, key, seed, split, state):
             if task == "classification":
                 proba = model.predict_proba(X_te)
                 classes = model.classes_
+                used = getattr(model[-1], "networks_used_", None)
+                if used is not None:
+                    # False: the classifier's linear gate closed (a logistic regression predicts)
+                    row["networks_used"] = bool(np.all(used))
             else:
                 pred = predict(X_te)
             row["predict_seconds"] = time.perf_counter() - start
