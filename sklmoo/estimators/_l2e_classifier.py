@@ -623,13 +623,16 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
         valid = (self._subset_rows(dataset_valid, X, codes, weight)
                  if self.calibration is not None or linear is not None else None)
         self.temperature_ = 1.0
-        if self.calibration is not None and valid is not None and len(valid[0]):
-            bma = np.concatenate([p.mean(axis=0) for p in self._row_batches(valid[0])])
+        # the model average on the validation rows, computed once for the temperature and
+        # the linear gate (every draw of every chain predicts every row)
+        bma = (np.concatenate([p.mean(axis=0) for p in self._row_batches(valid[0])])
+               if valid is not None and len(valid[0]) else None)
+        if self.calibration is not None and bma is not None:
             self.temperature_ = fit_temperature(bma, valid[1],
                                                 prior_center=TEMPERATURE_PRIOR_CENTER,
                                                 sample_weight=valid[2])
         self._store_recalibration(self.temperature_)
-        self._gate_networks(X, codes, weight, dataset_train, dataset_valid, valid)
+        self._gate_networks(X, codes, weight, dataset_train, dataset_valid, valid, bma)
         self.fitted_ = True
         return self
 
@@ -637,21 +640,21 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
         linear = getattr(getattr(self, "module_", None), "linear", None)
         return linear if isinstance(linear, LinearLogits) else None
 
-    def _gate_networks(self, X, codes, weight, train, valid, rows):
+    def _gate_networks(self, X, codes, weight, train, valid, rows, bma):
         """``linear_gate``: a Bayesian logistic regression of the training rows against the
-        recalibrated model average on the validation rows ``rows`` ((X, codes, weight), None
-        without a split; :func:`~._linear_gate.judge_task`); where its weighted NLL is not
+        recalibrated model average (``bma``: its uncalibrated probabilities) on the validation
+        rows ``rows`` ((X, codes, weight), None without a split;
+        :func:`~._linear_gate.judge_task`); where its weighted NLL is not
         higher, its draws, refitted on every row, stand in for the chains'
         (``networks_used_`` False, temperature 1)."""
         self.networks_used_ = True
         linear = self._linear_model()
-        parts = (None if linear is None or not self.linear_gate or not self.n_draws_
+        parts = (None if linear is None or not self.linear_gate or bma is None
                  else gate_rows(X, codes, weight, train, valid, rows))
         if parts is None:
             return
 
         def networks():
-            bma = np.concatenate([p.mean(axis=0) for p in self._row_batches(parts[1][0])])
             return apply_temperature(bma, self.temperature_)
 
         if judge_task(linear, 0, task_parts(parts, 0), networks, len(self.classes_),
