@@ -1075,7 +1075,8 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
         Returns
         -------
         ndarray of shape (n_chains * n_draws, n_samples, n_classes)
-            Chain-major: chain 0's draws first.
+            Chain-major: chain 0's draws first (``n_draws_`` per chain; five of the logistic
+            regression where it stands in for the chains).
         """
         p = self._checked_draws(X)
         return p.reshape(-1, *p.shape[2:])

@@ -37,8 +37,8 @@ class Pipeline(_sk_pipeline.Pipeline):
     >>> from sklmoo import L2ESamplerClassifier
     >>> from sklmoo.pipeline import make_pipeline
     >>> X, y = load_iris(return_X_y=True)
-    >>> pipe = make_pipeline(StandardScaler(), L2ESamplerClassifier(
-    ...     n_chains=2, max_epochs=6, n_draws=3, random_state=0)).fit(X, y)
+    >>> pipe = make_pipeline(StandardScaler(), L2ESamplerClassifier(   # the chains predict
+    ...     n_chains=2, max_epochs=6, n_draws=3, linear_gate=False, random_state=0)).fit(X, y)
     >>> sorted(pipe.predict_uncertainty(X[:3]))          # through the scaler
     ['aleatoric', 'epistemic', 'total']
     >>> pipe.predict_proba_samples(X[:3]).shape           # 2 chains x 3 draws
