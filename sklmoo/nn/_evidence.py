@@ -35,9 +35,11 @@ class EvidenceRidge:
     sigma: np.ndarray
 
 
-def _chunks(n):
-    for start in range(0, n, CHUNK_ROWS):
-        yield slice(start, min(start + CHUNK_ROWS, n))
+def _chunks(n, size=None):
+    """Slices of ``size`` rows (None: ``CHUNK_ROWS``) covering ``n`` rows."""
+    size = size or CHUNK_ROWS
+    for start in range(0, n, size):
+        yield slice(start, min(start + size, n))
 
 
 def fit_evidence_ridge(X, y, rows=None, sample_weight=None):

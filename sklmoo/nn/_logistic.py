@@ -17,14 +17,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ._evidence import _chunks
+
 #: rows per chunk of the passes over X (a torch Dataset's rows are read at most this many at
 #: a time, as its batches are)
 CHUNK_ROWS = 1024
-
-
-def _chunks(n):
-    for start in range(0, n, CHUNK_ROWS):
-        yield slice(start, min(start + CHUNK_ROWS, n))
 
 #: convergence of Newton's method (largest parameter change) and of the evidence's prior
 #: precision (relative change), and the cap on Newton's steps
@@ -112,7 +109,7 @@ def fit_evidence_logistic(X, codes, n_classes, rows=None, sample_weight=None, in
         return rows_.astype(np.float64, copy=False).reshape(-1, d)
 
     center = np.zeros(d)
-    for part in _chunks(n):
+    for part in _chunks(n, CHUNK_ROWS):
         center += weight[part] @ read(part)
     center /= total
 
@@ -134,7 +131,7 @@ def fit_evidence_logistic(X, codes, n_classes, rows=None, sample_weight=None, in
         """The weighted NLL of the rows at ``theta`` (a pass without derivatives)."""
         W = theta.reshape(K, width)
         value = 0.0
-        for part in _chunks(n):
+        for part in _chunks(n, CHUNK_ROWS):
             z1, onehot, w = chunk(part)
             logits = z1 @ W.T
             value += np.dot(w, _softmax_rest(logits)[1] - np.sum(onehot * logits, axis=1))
@@ -146,7 +143,7 @@ def fit_evidence_logistic(X, codes, n_classes, rows=None, sample_weight=None, in
         term on the diagonal, less one product of the rows' p_i (x) z_i."""
         W = theta.reshape(K, width)
         value, grad, hess = 0.0, np.zeros(p), np.zeros((p, p))
-        for part in _chunks(n):
+        for part in _chunks(n, CHUNK_ROWS):
             z1, onehot, w = chunk(part)
             if not len(w):
                 continue
