@@ -327,9 +327,9 @@ class MTSGDNetBase(SklmooNetMixin, NeuralNet):
         self._after_epochs(X, targets, weight, train, valid)
         rows = (self._subset_rows(valid, X, targets, weight)
                 if self.calibration is not None or self._judges_networks() else None)
-        self._fit_calibration(*((rows if self.calibration is not None else None)
-                                or (None, None, None)))
-        self._gate_networks(X, targets, weight, train, valid, rows)
+        outputs = self._fit_calibration(*((rows if self.calibration is not None else None)
+                                          or (None, None, None)))
+        self._gate_networks(X, targets, weight, train, valid, rows, outputs)
         self.fitted_ = True
         return self
 
@@ -429,10 +429,10 @@ class MTSGDNetBase(SklmooNetMixin, NeuralNet):
         """Whether :meth:`_gate_networks` needs the validation rows (no here)."""
         return False
 
-    def _gate_networks(self, X, targets, weight, train, valid, rows):
+    def _gate_networks(self, X, targets, weight, train, valid, rows, outputs=None):
         """After calibration, with the validation rows ``rows`` ((X, targets, weight) or
-        None): the classifier's linear model may stand in for a task's networks (no-op
-        here)."""
+        None) and the networks' outputs on them that calibration computed (None: none):
+        the classifier's linear model may stand in for a task's networks (no-op here)."""
 
     def initialize_module(self):
         """Build the M-particle network from the trunk and the targets seen in ``fit``."""

@@ -363,11 +363,13 @@ class MTSGDMultiTaskClassifier(ClassifierMixin, MTSGDNetBase):
         """``temperature_``: one temperature per task on the pooled probabilities of the
         validation rows; 'logit_temperature' pools the particles log-linearly first. A task
         without calibration or labelled validation rows keeps temperature 1 on the averaged
-        probabilities."""
+        probabilities. Returns the particles' outputs on ``X_valid`` (None without rows),
+        which the linear gate reads too."""
         self._ensure_pool_buffer()
         self.temperature_ = np.ones(self.n_tasks_)
         with torch.no_grad():
             self.module_.recalibration_pool.zero_()
+        outs = None
         if X_valid is not None and len(X_valid):
             codes_valid = np.asarray(codes_valid)
             outs = self._valid_outputs(X_valid)
@@ -381,6 +383,7 @@ class MTSGDMultiTaskClassifier(ClassifierMixin, MTSGDNetBase):
                     self._pool(logits, t), codes_valid[:, t], prior_scale=TEMPERATURE_PRIOR_SCALE,
                     sample_weight=None if weight is None else weight[:, t])
         self._store_recalibration(self.temperature_)
+        return outs
 
     # -- the linear model ------------------------------------------------------------------------
 
@@ -417,7 +420,7 @@ class MTSGDMultiTaskClassifier(ClassifierMixin, MTSGDNetBase):
         if linear is not None:
             linear.set_gate(np.ones(self.n_tasks_))
 
-    def _gate_networks(self, X, codes, weight, train, valid, rows):
+    def _gate_networks(self, X, codes, weight, train, valid, rows, outputs=None):
         """``linear_gate``: per task, a Bayesian logistic regression of the training rows is
         compared with the recalibrated networks on the validation rows ``rows`` ((X, codes,
         weight), None without a split; :func:`~._linear_gate.judge_task`); where its weighted
@@ -433,7 +436,8 @@ class MTSGDMultiTaskClassifier(ClassifierMixin, MTSGDNetBase):
 
         def networks(t):
             if not pooled:
-                outs = self._valid_outputs(parts[1][0])
+                # the particles' outputs calibration computed (without calibration, here)
+                outs = outputs if outputs is not None else self._valid_outputs(parts[1][0])
                 pooled.extend(self._pooled_proba(lg, u) for u, lg in enumerate(outs))
             return pooled[t]
 
