@@ -193,12 +193,23 @@ def test_adam_burn_in_optimises_then_samples_with_draws_at_spread_steps(wine, mo
     assert len(adam_steps) == 2 * per_epoch and min(short._collect_at) >= 2 * per_epoch
 
 
+def test_adam_burn_in_rate_follows_the_training_rows(wine, monkeypatch):
+    # 5e-3 up to _adam_fast_rows training rows, 1e-3 above (the docstring's promise)
+    Xtr, ytr, _, _ = wine
+    kw = dict(max_epochs=4, n_draws=2, burn_in=2, burn_in_method="adam", train_split=None)
+    clf = _small(**kw).fit(Xtr, ytr)
+    assert clf._warmup_plan[0] > 0 and clf._warmup_plan[1]["lr"] == 5e-3
+    monkeypatch.setattr(L2ESamplerClassifier, "_adam_fast_rows", len(Xtr) - 1)
+    clf = _small(**kw).fit(Xtr, ytr)
+    assert clf._warmup_plan[1]["lr"] == 1e-3
+
+
 def test_adaptive_adam_burn_in_stops_on_the_validation_loss(wine, monkeypatch):
     Xtr, ytr, _, _ = wine
     monkeypatch.setattr(L2ESamplerClassifier, "_auto_steps", 10)
     monkeypatch.setattr(L2ESamplerClassifier, "_adam_burn_in_patience", 2)
     monkeypatch.setattr(L2ESamplerClassifier, "_adam_burn_in_max_epochs", 40)
-    monkeypatch.setattr(L2ESamplerClassifier, "_adam_burn_in_lr", 0.05)  # overfits soon
+    monkeypatch.setattr(L2ESamplerClassifier, "_adam_fast_lr", 0.05)  # overfits soon
     clf = _small(max_epochs="auto", n_draws=5, burn_in_method="adam", batch_size=16,
                  module__hidden_units=(32,)).fit(Xtr, ytr)
     per_epoch = int(np.ceil(clf.n_train_ / 16))
