@@ -193,15 +193,19 @@ def test_adam_burn_in_optimises_then_samples_with_draws_at_spread_steps(wine, mo
     assert len(adam_steps) == 2 * per_epoch and min(short._collect_at) >= 2 * per_epoch
 
 
-def test_adam_burn_in_rate_follows_the_training_rows(wine, monkeypatch):
-    # 5e-3 up to _adam_fast_rows training rows, 1e-3 above (the docstring's promise)
+def test_adam_burn_in_rate_follows_the_rows_and_columns(wine, monkeypatch):
+    # 0.05 / n_features_in_ within [1e-3, 5e-3] up to _adam_fast_rows training rows, 1e-3
+    # above (the docstring's promise)
     Xtr, ytr, _, _ = wine
     kw = dict(max_epochs=4, n_draws=2, burn_in=2, burn_in_method="adam", train_split=None)
-    clf = _small(**kw).fit(Xtr, ytr)
-    assert clf._warmup_plan[0] > 0 and clf._warmup_plan[1]["lr"] == 5e-3
+    for columns, rate in ((5, 5e-3), (13, 0.05 / 13)):
+        clf = _small(**kw).fit(Xtr[:, :columns], ytr)
+        assert clf._warmup_plan[0] > 0
+        assert clf._warmup_plan[1]["lr"] == pytest.approx(rate)
+    wide = np.hstack([Xtr] * 8)                                   # 104 columns
+    assert _small(**kw).fit(wide, ytr)._warmup_plan[1]["lr"] == 1e-3
     monkeypatch.setattr(L2ESamplerClassifier, "_adam_fast_rows", len(Xtr) - 1)
-    clf = _small(**kw).fit(Xtr, ytr)
-    assert clf._warmup_plan[1]["lr"] == 1e-3
+    assert _small(**kw).fit(Xtr[:, :5], ytr)._warmup_plan[1]["lr"] == 1e-3
 
 
 def test_adaptive_adam_burn_in_stops_on_the_validation_loss(wine, monkeypatch):

@@ -117,8 +117,8 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
         ``max_epochs_`` holds the number chosen). The cost per step is the transition,
         whatever the batch, hence the budget in steps and the large default batch. With the
         Adam burn-in and a validation split, 'auto' runs Adam until the validation loss has
-        not improved for 5 epochs (at most 500 epochs), then the sampling epochs;
-        ``max_epochs_`` is then the number of epochs run.
+        not improved for 5 epochs (at most 500), then the sampling epochs; ``max_epochs_``
+        counts the epochs run.
     burn_in : int, default=None
         Epochs discarded before collecting. None: half of ``max_epochs`` for 'l2e' and 'sghmc',
         none for 'csgmcmc' (its exploration phases play that role); with the Adam burn-in, all
@@ -129,9 +129,9 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
     burn_in_method : {'auto', 'sampler', 'adam'}, default='auto'
         How the burn-in epochs move the chains. 'sampler': the sampler's own transition.
         'adam': each chain minimises its mean loss plus the prior's penalty (weight decay
-        ``prior_precision / N``) with Adam (learning rate 5e-3; 1e-3 above 50,000 training
-        rows); the sampler then starts from there (above 1,024 rows, from Adam's averaged
-        iterates). 'auto': 'adam' above 1,024 training rows (the sampler's small steps need
+        ``prior_precision / N``) with Adam (learning rate 0.05 / ``n_features_in_`` within
+        [1e-3, 5e-3]; 1e-3 above 50,000 training rows); the sampler then starts there
+        (above 1,024 rows, from Adam's averaged iterates). 'auto': 'adam' above 1,024 training rows (the sampler's small steps need
         many epochs to reach the posterior's bulk), except for 'csgmcmc'; 'sampler' otherwise
         (``burn_in_method_``); after 'adam', draws at evenly spaced steps.
     n_draws : int, default=20
@@ -300,16 +300,29 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
     #: less time; from 12,800 training rows the 500 steps bind first, as before)
     _adam_sampling_epochs = 5
     _adam_min_sampling_steps = 50
-    #: the Adam burn-in's learning rate: ``_adam_burn_in_lr`` (torch's and scikit-learn's MLP
-    #: default) on more than ``_adam_fast_rows`` training rows, ``_adam_fast_lr`` up to them.
-    #: Scaling benchmark, three seeds, 1e-3 -> 5e-3: at 1,600 training rows the burn-in's
-    #: epochs of 13 steps fell by a third (flights 2.7 -> 1.7 times the five MLPs' fit time,
-    #: origin 2.0 -> 1.4, ten seeds; NLL within 0.001 on average), at 18,000 origin's NLL
-    #: fell by 0.05; at 180,000 mortgages rows it rose by 0.0004 (1,400 steps an epoch: the
-    #: smaller rate converges in about ten epochs there)
+    #: the Adam burn-in's learning rate (:meth:`_adam_lr`): ``_adam_burn_in_lr`` (torch's and
+    #: scikit-learn's MLP default) on more than ``_adam_fast_rows`` training rows; up to
+    #: them ``_adam_fast_lr`` times ``_adam_fast_columns`` over the input columns, within
+    #: those two. Adam's steps are sign-like, so a step moves a first-layer unit by about
+    #: the rate times the row's L1 norm, which grows with the columns. Scaling benchmark, 1e-3
+    #: -> 5e-3: at 1,600 training rows the burn-in's epochs of 13 steps fell by a third
+    #: (flights, 9 columns: 3.05 -> 1.77 times the five MLPs' fit time, origin 2.24 -> 1.42,
+    #: ten seeds; NLL within 0.001 or lower), at 18,000 origin's NLL fell by 0.055; but
+    #: chem97 (133 columns) rose by 0.007 at both sizes, Caravan (85, imbalanced-classes
+    #: benchmark) by 0.007 (monotone in the rate from 1e-3 to 5e-3 on both); at 180,000
+    #: mortgages rows 0.0004 (1,400 steps an epoch: 1e-3 converges in about ten epochs)
     _adam_burn_in_lr = 1e-3
     _adam_fast_lr = 5e-3
     _adam_fast_rows = 50_000
+    _adam_fast_columns = 10
+
+    def _adam_lr(self, n_train):
+        """The Adam burn-in's learning rate for ``n_train`` training rows (see
+        ``_adam_fast_lr``)."""
+        if n_train > self._adam_fast_rows:
+            return self._adam_burn_in_lr
+        rate = self._adam_fast_lr * self._adam_fast_columns / max(1, self.n_features_in_)
+        return float(np.clip(rate, self._adam_burn_in_lr, self._adam_fast_lr))
     #: with 'auto' epochs and a validation split, the Adam burn-in ends once the validation
     #: loss has not improved for this many epochs, or after the maximum
     _adam_burn_in_patience = 5
@@ -600,8 +613,7 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
                                           "best": np.inf, "misses": 0, "stop_after": None}
             self._warmup_plan = (
                 burn * steps_per_epoch if self.burn_in_method_ == "adam" else 0,
-                dict(lr=(self._adam_fast_lr if n_train <= self._adam_fast_rows
-                         else self._adam_burn_in_lr),
+                dict(lr=self._adam_lr(n_train),
                      weight_decay=self.optimizer_.sampler.weight_decay))
             self.optimizer_.set_warmup(self._warmup_plan[0], **self._warmup_plan[1])
             self._collect_at = (set() if self._adaptive_burn_in is not None
