@@ -9,7 +9,7 @@ import pytest
 import torch
 from sklearn.base import clone
 from sklearn.exceptions import ConvergenceWarning
-from skorch.callbacks import Checkpoint, EarlyStopping, LRScheduler, ProgressBar
+from skorch.callbacks import Callback, Checkpoint, EarlyStopping, LRScheduler, ProgressBar
 from skorch.dataset import ValidSplit
 
 from sklmoo import L2ESamplerClassifier, MTSGDMultiTaskClassifier, MTSGDRegressor
@@ -50,6 +50,32 @@ def _fit(est, X, y):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
         return est.fit(X, y)
+
+
+class _EpochCounter(Callback):
+    def initialize(self):
+        self.epochs = 0
+        return self
+
+    def on_epoch_end(self, net, **kwargs):
+        self.epochs += 1
+
+
+@pytest.mark.parametrize("name", list(ESTIMATORS))
+def test_callbacks_set_on_a_fitted_estimator_run_in_its_continued_fits(data, name):
+    # skorch's set_params initialises the callbacks before storing the new ones: a continued
+    # fit (partial_fit, warm_start) ran the old list
+    X, y = data
+    y = _target(name, y)
+    est = _fit(ESTIMATORS[name](), X, y)
+    counter = _EpochCounter()
+    est.set_params(callbacks=[("count", counter)])
+    est.partial_fit(X, y)
+    assert counter.epochs == 3 and len(est.history) == 6
+    replacement = _EpochCounter()
+    est.set_params(callbacks__count=replacement, warm_start=True)
+    _fit(est, X, y)
+    assert replacement.epochs == 3 and counter.epochs == 0 and len(est.history) == 9
 
 
 @pytest.mark.parametrize("name", list(ESTIMATORS))

@@ -208,7 +208,9 @@ class SklmooNetMixin:
         ``optimizer__lr``, ``optimizer__param_groups__<i>__lr``) is the rate its next continued
         fit (``partial_fit``, ``warm_start=True``) trains at, as a new fit would (the
         regressor's noise-scale parameters at their multiple of it); ``optimizer__lr`` stays
-        among the parameters (``get_params``, ``clone``), as before a fit.
+        among the parameters (``get_params``, ``clone``), as before a fit. Callbacks set on a
+        fitted estimator (``callbacks``, or one replaced as ``callbacks__<name>``) are the ones
+        its next continued fit runs.
 
         When setting them fails (a ``module__*`` parameter the module does not take is found
         when a fitted estimator rebuilds its network), the estimator is left exactly as it
@@ -227,6 +229,12 @@ class SklmooNetMixin:
         saved = dict(vars(self))
         try:
             super().set_params(**params)
+            if getattr(self, "initialized_", False) and any(
+                    key == "callbacks" or (key.startswith("callbacks__") and key.count("__") == 1)
+                    for key in params):
+                # skorch initialises the callbacks before it stores a new list (or a callback
+                # replaced by name): a continued fit would run the old ones
+                self._initialize_callbacks()
             self._after_set_params(params)
         except BaseException:
             vars(self).clear()
