@@ -131,8 +131,9 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
         'adam': each chain minimises its mean loss plus the prior's penalty (weight decay
         ``prior_precision / N``) with Adam (learning rate 0.05 / ``n_features_in_`` within
         [1e-3, 5e-3]; 1e-3 above 50,000 training rows); the sampler then starts there
-        (above 1,024 rows, from Adam's averaged iterates). 'auto': 'adam' above 1,024 training rows (the sampler's small steps need
-        many epochs to reach the posterior's bulk), except for 'csgmcmc'; 'sampler' otherwise
+        (above 1,024 rows, from Adam's averaged iterates). 'auto': 'adam' above 1,024
+        training rows (the sampler's small steps need many epochs to reach the posterior's
+        bulk), except for 'csgmcmc'; 'sampler' otherwise
         (``burn_in_method_``); after 'adam', draws at evenly spaced steps.
     n_draws : int, default=20
         Draws collected per chain and fit call (fewer, with a warning, when the fit has
@@ -316,13 +317,6 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
     _adam_fast_rows = 50_000
     _adam_fast_columns = 10
 
-    def _adam_lr(self, n_train):
-        """The Adam burn-in's learning rate for ``n_train`` training rows (see
-        ``_adam_fast_lr``)."""
-        if n_train > self._adam_fast_rows:
-            return self._adam_burn_in_lr
-        rate = self._adam_fast_lr * self._adam_fast_columns / max(1, self.n_features_in_)
-        return float(np.clip(rate, self._adam_burn_in_lr, self._adam_fast_lr))
     #: with 'auto' epochs and a validation split, the Adam burn-in ends once the validation
     #: loss has not improved for this many epochs, or after the maximum
     _adam_burn_in_patience = 5
@@ -779,6 +773,14 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
             sampling = max(1, math.ceil(target / steps_per_epoch))
             return max(epochs // 2, epochs - sampling)
         return epochs // 2
+
+    def _adam_lr(self, n_train):
+        """The Adam burn-in's learning rate for ``n_train`` training rows (see
+        ``_adam_fast_lr``)."""
+        if n_train > self._adam_fast_rows:
+            return self._adam_burn_in_lr
+        rate = self._adam_fast_lr * self._adam_fast_columns / max(1, self.n_features_in_)
+        return float(np.clip(rate, self._adam_burn_in_lr, self._adam_fast_lr))
 
     def _collection_steps(self, burn, steps_per_epoch):
         """Sampler steps of this call (0-based) after which a draw is collected (at most one
