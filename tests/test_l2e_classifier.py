@@ -247,6 +247,49 @@ def test_adaptive_adam_burn_in_stops_on_the_validation_loss(wine, monkeypatch):
     assert not stopped.__sklearn_is_fitted__()
 
 
+@pytest.mark.parametrize("averaged", [False, True])
+def test_adaptive_adam_burn_in_hands_the_sampler_its_best_epoch(wine, monkeypatch, averaged):
+    # like early stopping's restored best weights: the chains start sampling from the burn-in
+    # epoch with the lowest validation loss, not from the last one (with the weights' average
+    # of a larger table: the averaged weights that epoch's validation loss judged)
+    from skorch.callbacks import Callback
+
+    class Weights(Callback):
+        def initialize(self):
+            self.after, self.before = [], []
+            return self
+
+        def _copy(self, net):
+            return [p.detach().clone() for p in net.module_.parameters()]
+
+        def on_epoch_begin(self, net, **kwargs):
+            self.before.append(self._copy(net))
+
+        def on_epoch_end(self, net, **kwargs):
+            self.after.append(self._copy(net))
+
+    Xtr, ytr, _, _ = wine
+    monkeypatch.setattr(L2ESamplerClassifier, "_auto_steps", 10)
+    monkeypatch.setattr(L2ESamplerClassifier, "_adam_burn_in_patience", 3)
+    monkeypatch.setattr(L2ESamplerClassifier, "_adam_burn_in_restore_rows", 10)
+    if averaged:
+        monkeypatch.setattr(L2ESamplerClassifier, "_adam_burn_in_rows", 10)
+    monkeypatch.setattr(L2ESamplerClassifier, "_adam_burn_in_max_epochs", 40)
+    monkeypatch.setattr(L2ESamplerClassifier, "_adam_fast_lr", 0.05)  # overfits soon
+    clf = _small(max_epochs="auto", n_draws=5, burn_in_method="adam", batch_size=16,
+                 module__hidden_units=(32,), callbacks=[("weights", Weights())]).fit(Xtr, ytr)
+    recorder = dict(clf.callbacks_)["weights"]
+    losses = list(clf.history[:, "valid_loss"])
+    burn = next(e for e in range(len(losses)) if clf.history[e, "n_draws"] > 0)   # epochs
+    best = int(np.argmin(losses[:burn]))
+    assert best < burn - 1                      # the last burn-in epoch was not the best
+    first_sampling = recorder.before[burn]
+    for p, b, last in zip(first_sampling, recorder.after[best], recorder.after[burn - 1]):
+        torch.testing.assert_close(p, b, rtol=0, atol=0)
+    assert any(not torch.equal(b, last)
+               for b, last in zip(recorder.after[best], recorder.after[burn - 1]))
+
+
 def test_adam_burn_in_equals_torch_adam_then_the_sampler():
     torch.manual_seed(0)
     theta = torch.nn.Parameter(torch.randn(5))
