@@ -569,8 +569,11 @@ class SklmooNetMixin:
         self._average = None
         self._averaged_in = False
         if on and self._average_decay is not None:
-            params = [p for group in self.optimizer_.param_groups for p in group["params"]]
-            self._average = ParameterAverage(params, self._average_decay)
+            self._average = ParameterAverage(self._optimized_parameters(), self._average_decay)
+
+    def _optimized_parameters(self):
+        """The tensors the optimiser moves, group after group."""
+        return [p for group in self.optimizer_.param_groups for p in group["params"]]
 
     def _average_moves(self):
         """Whether the next optimiser step moves the parameter average (every step here)."""

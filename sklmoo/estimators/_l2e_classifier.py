@@ -1040,11 +1040,11 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
         row (or at the maximum) the sampler takes over for the sampling epochs, and the
         draws' steps are fixed."""
         loss = float(self.history[-1, "valid_loss"])
-        params = [p for group in self.optimizer_.param_groups for p in group["params"]]
         if loss < adaptive["best"] * (1 - self._adam_burn_in_threshold):  # >= 0: an NLL
             adaptive["best"], adaptive["misses"] = loss, 0
             if adaptive["restore"]:
-                adaptive["best_weights"] = [p.detach().clone() for p in params]
+                adaptive["best_weights"] = [p.detach().clone()
+                                            for p in self._optimized_parameters()]
         else:
             adaptive["misses"] += 1
         if (adaptive["misses"] < self._adam_burn_in_patience
@@ -1053,7 +1053,7 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
         best = adaptive.pop("best_weights", None)
         if best is not None:
             with torch.no_grad():
-                for p, b in zip(params, best):
+                for p, b in zip(self._optimized_parameters(), best):
                     p.copy_(b)
         self.optimizer_.set_warmup(0)                     # the sampler from the next step
         adaptive["stop_after"] = self.max_epochs_ = done + adaptive["sampling"]
