@@ -247,11 +247,13 @@ def test_adaptive_adam_burn_in_stops_on_the_validation_loss(wine, monkeypatch):
     assert not stopped.__sklearn_is_fitted__()
 
 
-@pytest.mark.parametrize("averaged", [False, True])
-def test_adaptive_adam_burn_in_hands_the_sampler_its_best_epoch(wine, monkeypatch, averaged):
+@pytest.mark.parametrize("averaged, restore", [(False, True), (True, True), (True, False)])
+def test_adaptive_adam_burn_in_hands_the_sampler_its_best_epoch(wine, monkeypatch, averaged,
+                                                                restore):
     # like early stopping's restored best weights: the chains start sampling from the burn-in
     # epoch with the lowest validation loss, not from the last one (with the weights' average
-    # of a larger table: the averaged weights that epoch's validation loss judged)
+    # of a larger table: the averaged weights that epoch's validation loss judged); up to
+    # _adam_burn_in_restore_rows training rows from the last one
     from skorch.callbacks import Callback
 
     class Weights(Callback):
@@ -271,7 +273,8 @@ def test_adaptive_adam_burn_in_hands_the_sampler_its_best_epoch(wine, monkeypatc
     Xtr, ytr, _, _ = wine
     monkeypatch.setattr(L2ESamplerClassifier, "_auto_steps", 10)
     monkeypatch.setattr(L2ESamplerClassifier, "_adam_burn_in_patience", 3)
-    monkeypatch.setattr(L2ESamplerClassifier, "_adam_burn_in_restore_rows", 10)
+    if restore:
+        monkeypatch.setattr(L2ESamplerClassifier, "_adam_burn_in_restore_rows", 10)
     if averaged:
         monkeypatch.setattr(L2ESamplerClassifier, "_adam_burn_in_rows", 10)
     monkeypatch.setattr(L2ESamplerClassifier, "_adam_burn_in_max_epochs", 40)
@@ -284,7 +287,8 @@ def test_adaptive_adam_burn_in_hands_the_sampler_its_best_epoch(wine, monkeypatc
     best = int(np.argmin(losses[:burn]))
     assert best < burn - 1                      # the last burn-in epoch was not the best
     first_sampling = recorder.before[burn]
-    for p, b, last in zip(first_sampling, recorder.after[best], recorder.after[burn - 1]):
+    start = recorder.after[best] if restore else recorder.after[burn - 1]
+    for p, b in zip(first_sampling, start):
         torch.testing.assert_close(p, b, rtol=0, atol=0)
     assert any(not torch.equal(b, last)
                for b, last in zip(recorder.after[best], recorder.after[burn - 1]))
