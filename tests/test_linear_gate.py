@@ -172,3 +172,18 @@ def test_l2e_keeps_its_chains_where_they_win():
                                linear_gate=False).fit(X, y)
     assert clf.networks_used_ is True
     np.testing.assert_array_equal(clf.predict_proba(X), off.predict_proba(X))
+
+
+def test_a_class_without_weighted_training_rows_keeps_the_networks():
+    """A class that ``class_weight`` zeroes (or a ``partial_fit`` chunk lacks) leaves the
+    logistic regression's intercept for it to the nearly flat prior: half its posterior draws
+    would give that class a probability near 1. Such a task keeps its networks, even weak
+    ones that the gate would otherwise replace."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(600, 3)).astype(np.float32)
+    y = np.argmax(X @ rng.normal(size=(3, 3)) * 2 + rng.gumbel(size=(600, 3)), axis=1)
+    weak = dict(n_particles=3, max_epochs=1, lr=1e-5, random_state=0)
+    every_class = MTSGDMultiTaskClassifier(**weak).fit(X, y)
+    assert every_class.networks_used_.tolist() == [False]
+    no_class_2 = MTSGDMultiTaskClassifier(class_weight={2: 0.0}, **weak).fit(X, y)
+    assert no_class_2.networks_used_.tolist() == [True]

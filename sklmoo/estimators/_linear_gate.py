@@ -58,11 +58,16 @@ def judge_task(linear, t, parts, networks_proba, n_classes, n_draws, seed, batch
     ``parts``: ``(X, codes, weight, fit_rows)`` -- the fit's rows, task t's codes (-1
     unlabelled) and weights, and the training rows (a mask) --, ``(X_valid, codes_valid,
     w_valid)`` and ``every`` (the rows to refit on, ``(X, codes, weight)``);
-    ``networks_proba()`` the networks' recalibrated (n_valid, C) probabilities."""
+    ``networks_proba()`` the networks' recalibrated (n_valid, C) probabilities.
+
+    A task with a class that no weighted training row has (``class_weight`` of 0, a
+    ``partial_fit`` chunk without it) keeps its networks: that class's intercept would be
+    fixed by nothing but the nearly flat prior, and half its posterior draws would give
+    the class a probability near 1."""
     (X, codes, weight, fit_rows), (X_valid, codes_valid, w_valid), every = parts
     judged = (codes_valid >= 0) & (w_valid > 0)
     labelled = fit_rows & (codes >= 0) & (weight > 0)
-    if judged.sum() < LINEAR_GATE_MIN_ROWS or len(np.unique(codes[labelled])) < 2:
+    if judged.sum() < LINEAR_GATE_MIN_ROWS or len(np.unique(codes[labelled])) < n_classes:
         return False
     fit = fit_evidence_logistic(X, codes, n_classes, rows=fit_rows, sample_weight=weight,
                                 input_dtype=np.float32)
