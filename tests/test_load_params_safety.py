@@ -407,3 +407,37 @@ def _umask():
     mask = os.umask(0)
     os.umask(mask)
     return mask
+
+
+@pytest.mark.parametrize("name", list(MAKERS))
+def test_a_file_of_the_other_linear_gate_setting_is_refused_naming_it(fitted, iris, tmp_path,
+                                                                        name):
+    """A file saved with the linear gate, loaded into an estimator without one, is refused
+    naming ``linear_gate``, the setting to change. (The other way round loads, as a file
+    from before the gate does: its networks predict.)"""
+    X, y = iris
+    ungated = _fit(MAKERS[name](linear_gate=False), X, y)
+    _refused(ungated, X, r"differ in linear_gate \(module_\.", f_params=fitted[0] / f"{name}.pt")
+    ungated.save_params(f_params=tmp_path / "ungated.pt")
+    gated = _estimator(fitted, name)
+    gated.load_params(f_params=tmp_path / "ungated.pt")
+    np.testing.assert_allclose(gated.predict_proba(X), ungated.predict_proba(X), atol=1e-6)
+
+
+def test_a_file_too_large_for_these_settings_says_which_settings_to_match(tmp_path):
+    """The size bound refuses a larger estimator's file before torch reads it; the message
+    says that other settings are the likely cause (here the regressor's kernel mean function,
+    absent with ``mean_function=None``)."""
+    from sklmoo import MTSGDRegressor
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(300, 3)).astype(np.float32)
+    y = 2 * X[:, 0]
+    small = dict(n_particles=2, max_epochs=2, random_state=0)
+    MTSGDRegressor(**small).fit(X, y).save_params(f_params=tmp_path / "kernel.pt")
+    plain = MTSGDRegressor(mean_function=None, **small).fit(X, y)
+    before = plain.predict(X)
+    with pytest.raises(ValueError, match=r"refusing to load it\. If sklmoo saved this file, it "
+                       r"came from an estimator with other settings .*mean_function"):
+        plain.load_params(f_params=tmp_path / "kernel.pt")
+    np.testing.assert_array_equal(plain.predict(X), before)

@@ -307,6 +307,11 @@ class MTSGDMultiTaskClassifier(ClassifierMixin, MTSGDNetBase):
     def _observed(codes):
         return codes >= 0
 
+    def _reads_weight_scale(self):
+        """Also with ``linear_gate``: its evidence-tuned logistic regression counts a weight as
+        that many observations, as scikit-learn's does."""
+        return bool(self.linear_gate) or super()._reads_weight_scale()
+
     def _task_classes(self):
         """The classes as a list with one array per task, whatever the target's form."""
         return [self.classes_] if self.single_task_ else self.classes_

@@ -8,7 +8,8 @@ import copy
 
 import torch
 
-from .._io import backed_by_storage, check_torch_archive, read_json, tensor_bytes
+from .._io import (ArchiveTooLargeError, backed_by_storage, check_torch_archive, read_json,
+                   tensor_bytes)
 from ..nn import LinearLogits, LinearMean, SampleStore
 from ..nn._kernel_mean import KernelMean
 
@@ -110,6 +111,13 @@ def check_files(net, files, use_safetensors=False):
         try:
             check_torch_archive(source, archive_limit(target),
                                 allow_stored_bytes=holds_draws(target))
+        except ArchiveTooLargeError as exc:
+            raise ValueError(
+                f"load_params({key}=...): {exc}. If sklmoo saved this file, it came from an "
+                "estimator with other settings (more particles or chains, a larger network, "
+                "another mean_function or linear_gate): fit this estimator with the settings "
+                "of the one that saved it, then load; the estimator is unchanged"
+            ) from None
         except ValueError as exc:
             raise ValueError(f"load_params({key}=...): {exc}") from None
 
@@ -173,10 +181,16 @@ def check_state_dict(module, state_dict, source):
     expected = module.state_dict()
     unknown = sorted(map(str, set(state_dict) - set(expected)))
     missing = sorted(set(expected) - set(state_dict))
-    if (unknown or missing) and all(k.startswith("output_map.") for k in unknown + missing):
-        raise ValueError(
-            f"{source} and this estimator differ in mean_function (module_.output_map): fit this estimator with the "
-            "mean_function of the one that saved them, then load; the estimator is unchanged")
+    for prefix in ("output_map.", "linear."):
+        if (unknown or missing) and all(k.startswith(prefix) for k in unknown + missing):
+            # the linear model: a classifier's LinearLogits (linear_gate; per-task weight_t,
+            # bias_t, center_t) or the regressor's LinearMean (mean_function)
+            param = ("linear_gate" if any(k[len(prefix):].startswith(("weight_", "center_"))
+                                          for k in unknown + missing) else "mean_function")
+            raise ValueError(
+                f"{source} and this estimator differ in {param} (module_.{prefix[:-1]}): fit "
+                f"this estimator with the {param} of the one that saved them, then load; the "
+                "estimator is unchanged")
     noise = (".noise_", ".scale.", ".raw_scale")
     if (unknown or missing) and all(k.startswith("heads.") and any(n in k for n in noise)
                                     for k in unknown + missing):
