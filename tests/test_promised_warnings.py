@@ -51,6 +51,10 @@ CLAIMS = [
      r"matters.{0,400}the warning says so",
      "tests/test_weights.py::"
      "test_weights_that_sum_to_one_are_warned_about_where_their_scale_matters"),
+    ("docs/changelog.rst", r"Light sample weights are warned about in the MT-SGD classifier "
+     r"too.{0,300}it now warns as well where linear_gate=True",
+     "tests/test_weights.py::"
+     "test_weights_that_sum_to_one_are_warned_about_where_their_scale_matters"),
     ("docs/user_guide.rst", r"Weights that average below 0.1 a row .{0,70} are warned about "
      r"where their scale matters",
      "tests/test_weights.py::"
