@@ -191,6 +191,12 @@ def test_adam_burn_in_optimises_then_samples_with_draws_at_spread_steps(wine, mo
     adam_steps.clear()
     short = _small(max_epochs=4, n_draws=5, train_split=None).fit(Xtr, ytr)
     assert len(adam_steps) == 2 * per_epoch and min(short._collect_at) >= 2 * per_epoch
+    # no burn-in epoch at all (one epoch, or burn_in=0): no Adam step runs, and 'auto' says
+    # the chains sampled from their start, as the sampler's burn-in does
+    adam_steps.clear()
+    for kw in (dict(max_epochs=1), dict(max_epochs=4, burn_in=0)):
+        none = _small(n_draws=3, train_split=None, **kw).fit(Xtr, ytr)
+        assert none.burn_in_method_ == "sampler" and adam_steps == []
 
 
 def test_adam_burn_in_rate_follows_the_rows_and_columns(wine, monkeypatch):

@@ -127,13 +127,14 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
         ``max_epochs='auto'`` and a validation split until the validation loss stops
         improving. A continued fit (``warm_start``, ``partial_fit``) does not burn in again.
     burn_in_method : {'auto', 'sampler', 'adam'}, default='auto'
-        How the burn-in epochs move the chains. 'sampler': the sampler's own transition.
+        How burn-in moves the chains. 'sampler': the sampler's own transition.
         'adam': each chain minimises its mean loss plus the prior's penalty (weight decay
         ``prior_precision / N``) with Adam (learning rate 0.05 / ``n_features_in_`` within
         [1e-3, 5e-3]; 1e-3 above 50,000 training rows); the sampler then starts there
         (above 1,024 rows from Adam's averaged iterates; above 50,000 from the epoch of
         lowest validation loss). 'auto': 'adam' above 1,024
-        training rows, except for 'csgmcmc'; 'sampler' otherwise (``burn_in_method_``);
+        training rows, except for 'csgmcmc'; 'sampler' otherwise or with no burn-in epoch
+        (``burn_in_method_``);
         after 'adam', draws at evenly spaced steps.
     n_draws : int, default=20
         Draws collected per chain and fit call (fewer, with a warning, when the fit has
@@ -598,6 +599,10 @@ class L2ESamplerClassifier(SklmooNetMixin, ClassifierMixin, NeuralNet):
                 self._chain_meta, self._chain_spec = meta, (self.sampler, self.meta_sampler)
             self.optimizer_.param_groups[0]["sampler_step"] = 0
             burn = self._burn_in_epochs(continuing, steps_per_epoch)
+            if self.burn_in_method == "auto" and burn == 0 and not continuing:
+                # no burn-in epoch (max_epochs=1, burn_in=0): the chains sample from their
+                # initialisation, as with the sampler's burn-in, and say so
+                self.burn_in_method_ = "sampler"
             if self.burn_in_method == "adam" and burn == 0 and not continuing:
                 why = (f"the default for {self.sampler!r}" if self.burn_in is None
                        else "burn_in=0")
