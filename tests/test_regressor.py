@@ -215,7 +215,10 @@ def test_missing_targets_are_masked(linnerud):
 
 def test_pandas_missing_targets_are_missing_as_nan_is(linnerud):
     """pd.NA in nullable (Float64) output columns marks a missing target, as NaN does: the same
-    fit; complex targets are refused, not cut to their real part."""
+    fit, the same ``score`` and regression metrics (which raised a TypeError on it);
+    complex targets are refused, not cut to their real part."""
+    from sklmoo.metrics import gaussian_nll
+
     X, y = linnerud
     y_nan = y.astype(float)
     y_nan.iloc[:7, 1] = np.nan
@@ -224,6 +227,9 @@ def test_pandas_missing_targets_are_missing_as_nan_is(linnerud):
     a = _small(mean_function="linear", max_epochs=2).fit(X, y_nan)
     b = _small(mean_function="linear", max_epochs=2).fit(X, nullable)
     np.testing.assert_array_equal(a.predict(X), b.predict(X))
+    assert b.score(X, nullable) == a.score(X, y_nan)
+    mean, std = b.predict(X, return_std=True)
+    assert gaussian_nll(nullable, mean, std) == gaussian_nll(y_nan, mean, std)
     with pytest.raises(ValueError, match="complex"):
         _small().fit(X, y.to_numpy() + 1j)
 

@@ -347,6 +347,17 @@ def test_scorer_arguments_a_metric_refuses_are_refused_when_the_scorer_is_made()
         make_calibration_scorer("ece", nbins=15)
     make_calibration_scorer("ece", n_bins=15, strategy="quantile")
     make_calibration_scorer("brier", multioutput=[0.5, 0.5])    # checked when scoring
+    # the regression scorers likewise
+    from sklmoo.metrics import make_regression_scorer
+
+    with pytest.raises(ValueError, match=r"interval_coverage\(level=1.5\): level must be"):
+        make_regression_scorer("interval_coverage", level=1.5)
+    with pytest.raises(ValueError, match="multioutput"):
+        make_regression_scorer("gaussian_nll", multioutput="bogus")
+    with pytest.raises(TypeError, match="no such argument"):
+        make_regression_scorer("gaussian_nll", multioutptu="raw_values")
+    make_regression_scorer("interval_coverage", greater_is_better=True, level=0.9,
+                           multioutput="raw_values")
 
 
 def _small_mtsgd(**kw):
@@ -450,3 +461,35 @@ def test_scorers_take_sample_weight_under_metadata_routing():
                            params={"sample_weight": w})
         with pytest.raises(TypeError, match="sample_weight only"):
             make_calibration_scorer("nll").set_score_request(groups=True)
+
+
+def test_reliability_display_leaves_out_missing_labels_and_refuses_unknown_ones():
+    """``from_estimator`` leaves out the rows marked with the estimator's ``missing_label``,
+    as the scorers do (they counted as wrong predictions); ``from_predictions`` refuses a
+    label that is not among the ``labels`` given, as ``expected_calibration_error`` does,
+    unless ``unknown_labels='count_as_wrong'``."""
+    from sklmoo import MTSGDMultiTaskClassifier
+
+    rng = np.random.RandomState(0)
+    X = rng.randn(150, 4)
+    Y = np.c_[(X[:, 0] + 0.5 * rng.randn(150) > 0),
+              np.digitize(X[:, 1] + 0.3 * rng.randn(150), [-0.5, 0.5])].astype(int)
+    Y[:40, 1] = -1
+    clf = MTSGDMultiTaskClassifier(n_particles=2, max_epochs=5, random_state=0,
+                                   missing_label=-1).fit(X, Y)
+    disp = ReliabilityDiagramDisplay.from_estimator(clf, X, Y)
+    labelled = Y.astype(float)
+    labelled[labelled == -1] = np.nan
+    ref = expected_calibration_error(labelled, clf.predict_proba(X), labels=clf.classes_,
+                                     multioutput="raw_values")
+    np.testing.assert_allclose(disp.ece, ref)
+    assert disp.bin_count[1].sum() == pytest.approx(110)
+    plt.close("all")
+    y, proba = np.array(["cat", "dog", "cat"]), np.array([[0.8, 0.2], [0.3, 0.7], [0.6, 0.4]])
+    with pytest.raises(ValueError, match=r"labels \['dog'\] not in labels"):
+        ReliabilityDiagramDisplay.from_predictions(y, proba, labels=["cat", "Dog"])
+    counted = ReliabilityDiagramDisplay.from_predictions(y, proba, labels=["cat", "Dog"],
+                                                         unknown_labels="count_as_wrong")
+    assert counted.ece[0] == pytest.approx(expected_calibration_error(
+        y, proba, labels=["cat", "Dog"], unknown_labels="count_as_wrong"))
+    plt.close("all")

@@ -8,6 +8,7 @@ import torch
 from sklearn.base import RegressorMixin
 
 from ..metrics._recalibration import fit_variance_scale
+from ..metrics._validation import float_targets
 from ..nn import KernelMean, LinearMean, StackedGaussianHead, fit_feature_noise
 from ..nn._evidence import fit_evidence_ridge
 from ..nn._kernel_mean import fit_kernel_mean, refit_kernel_mean
@@ -1123,7 +1124,7 @@ class MTSGDRegressor(RegressorMixin, MTSGDNetBase):
         """
         pred = self.predict(X)
         y = self._match_target_columns(y)
-        arr = np.asarray(y.to_numpy() if hasattr(y, "to_numpy") else y, dtype=np.float64)
+        arr = float_targets(y)
         if (arr.shape != pred.shape and arr.ndim + pred.ndim == 3 and len(arr) == len(pred)
                 and arr.size == pred.size):
             arr = arr.reshape(pred.shape)        # (n,) against (n, 1), or the other way round

@@ -6,15 +6,13 @@ import warnings
 import numpy as np
 from scipy.special import logsumexp, ndtri
 
-from ._validation import aggregate, check_weight_sum
+from ._validation import aggregate, check_weight_sum, float_targets
 
 _LOG_2PI = float(np.log(2 * np.pi))
 
 
 def _as_columns(a, name):
-    if hasattr(a, "to_numpy"):
-        a = a.to_numpy()
-    a = np.asarray(a, dtype=np.float64)
+    a = float_targets(a)
     if a.ndim not in (1, 2):
         raise ValueError(f"{name} must be 1-D (n,) or 2-D (n, n_outputs), got shape {a.shape}")
     return a

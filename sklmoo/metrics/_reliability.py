@@ -2,8 +2,8 @@
 
 import numpy as np
 
-from ._calibration import _check_binning, _gap, _top_label, binned_calibration
-from ._scorers import _classes_of, in_fit_order
+from ._calibration import _UNKNOWN, _check_binning, _gap, _top_label, binned_calibration
+from ._scorers import _classes_of, in_fit_order, with_missing_marked
 from ._validation import tasks_and_weights
 
 
@@ -156,21 +156,25 @@ class ReliabilityDiagramDisplay:
     @classmethod
     def from_predictions(cls, y_true, y_proba, *, labels=None, n_bins=10, strategy="uniform",
                          sample_weight=None, name=None, task_names=None, ax=None,
-                         show_gaps=True):
+                         show_gaps=True, unknown_labels="raise"):
         """Plot from true labels and predicted probabilities.
 
-        ``y_true``, ``y_proba`` and ``labels`` take every form
-        :func:`~sklmoo.metrics.expected_calibration_error` accepts; a multi-task ``y_true``
-        (n, T) gives one panel per task, titled by ``task_names`` (default: the DataFrame's
-        column names, else ``task 0`` ...).
+        ``y_true``, ``y_proba``, ``labels`` and ``unknown_labels`` take every form
+        :func:`~sklmoo.metrics.expected_calibration_error` accepts (a label of ``y_true``
+        not among ``labels`` raises unless ``unknown_labels='count_as_wrong'``); a
+        multi-task ``y_true`` (n, T) gives one panel per task, titled by ``task_names``
+        (default: the DataFrame's column names, else ``task 0`` ...).
 
         Returns
         -------
         ReliabilityDiagramDisplay
         """
         _check_binning(n_bins, strategy)
+        if unknown_labels not in _UNKNOWN:
+            raise ValueError(f"unknown_labels must be one of {_UNKNOWN}, got "
+                             f"{unknown_labels!r}")
         tasks, multitask = tasks_and_weights(y_true, y_proba, labels, sample_weight,
-                                             unknown="count_as_wrong")
+                                             unknown=unknown_labels)
         if any(t is None for t in tasks):
             raise ValueError("every task needs labelled samples to draw its reliability "
                              "diagram")
@@ -197,7 +201,9 @@ class ReliabilityDiagramDisplay:
                        sample_weight=None, name=None, task_names=None, ax=None, show_gaps=True):
         """Plot from a fitted classifier's ``predict_proba`` on ``X``; columns are mapped to labels
         through ``estimator.classes_``. ``name`` defaults to the estimator's class name and
-        ``task_names`` to its ``task_names_`` when it has them.
+        ``task_names`` to its ``task_names_`` when it has them. As in the calibration
+        scorers, labels equal to the estimator's ``missing_label`` (e.g. -1) are left out,
+        and a label the estimator never saw counts as a wrong prediction.
 
         Returns
         -------
@@ -207,6 +213,8 @@ class ReliabilityDiagramDisplay:
         if task_names is None:
             task_names = getattr(estimator, "task_names_", None)
         return cls.from_predictions(
-            in_fit_order(estimator, y), proba, labels=_classes_of(estimator), n_bins=n_bins,
-            strategy=strategy, sample_weight=sample_weight, name=type(estimator).__name__ if name is None else name,
-            task_names=task_names, ax=ax, show_gaps=show_gaps)
+            with_missing_marked(estimator, in_fit_order(estimator, y)), proba,
+            labels=_classes_of(estimator), n_bins=n_bins, strategy=strategy,
+            sample_weight=sample_weight,
+            name=type(estimator).__name__ if name is None else name, task_names=task_names,
+            ax=ax, show_gaps=show_gaps, unknown_labels="count_as_wrong")

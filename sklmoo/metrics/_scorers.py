@@ -365,8 +365,26 @@ def make_regression_scorer(metric="gaussian_nll", *, greater_is_better=False, **
     >>> bool(((cov90 > 0.8) & (cov90 < 0.97)).all())
     True
     """
-    return RegressionScorer(_resolve_metric(metric, _REGRESSION_METRICS),
-                            greater_is_better=greater_is_better, **kwargs)
+    fn = _resolve_metric(metric, _REGRESSION_METRICS)
+    if fn in _REGRESSION_METRICS.values():
+        _check_regression_arguments(fn, kwargs)
+    return RegressionScorer(fn, greater_is_better=greater_is_better, **kwargs)
+
+
+def _check_regression_arguments(fn, kwargs):
+    """:func:`_check_metric_arguments` for the regression metrics: a misspelt name, or a
+    value the metric refuses (``level=1.5``, ``multioutput='bogus'``), refused when the
+    scorer is made, tried on three samples of two outputs."""
+    try:
+        inspect.signature(fn).bind(None, None, None, **kwargs)
+    except TypeError as exc:
+        raise TypeError(f"{fn.__name__} takes no such argument: {exc}") from None
+    y = np.array([[0.0, 1.0], [1.0, 0.0], [0.5, 0.2]])
+    try:
+        fn(y, y + 0.1, np.ones_like(y), **kwargs)
+    except ValueError as exc:
+        raise ValueError(f"{fn.__name__}({', '.join(f'{k}={v!r}' for k, v in kwargs.items())})"
+                         f": {exc}") from None
 
 
 #: Negated mean Gaussian negative log-likelihood of ``predict(X, return_std=True)``.

@@ -71,6 +71,17 @@ def _check_proba_matrix(p, n_samples, task=None):
     return np.clip(p, 0.0, 1.0) if lo < 0 or hi > 1 else p
 
 
+def float_targets(y):
+    """``y`` (array-like, Series or DataFrame) as a float64 array, its missing values --
+    NaN, None, pandas' ``pd.NA`` of nullable columns -- as NaN (the regressor's ``fit``
+    reads them so; a nullable frame's ``to_numpy()`` holds ``pd.NA`` objects that numpy
+    cannot cast)."""
+    arr = y.to_numpy() if hasattr(y, "to_numpy") else np.asarray(y)
+    if arr.dtype == object:
+        arr = np.where(pd.isna(arr), np.nan, arr)
+    return np.asarray(arr, dtype=np.float64)
+
+
 def missing_label_mask(y):
     """True where a label is missing: NaN (of any float type), None, or pandas' ``pd.NA`` /
     ``NaT`` (what a nullable column holds; the estimators' fit and score skip the same)."""
