@@ -414,6 +414,10 @@ def test_a_fit_on_unstandardised_features_says_so(iris, name):
         _quiet(est.fit, X * 1e4, _target(name, y, X))              # continued: said already
         _quiet(ESTIMATORS[name]().fit, X, _target(name, y, X))
     assert not [c for c in caught if "standardise the features" in str(c.message)]
+    # features all within 0.1 in magnitude: the networks learn little from them either
+    with pytest.warns(UserWarning, match=r"X holds values up to 0.00309 in magnitude: "
+                                         r"standardise the features"):
+        _quiet(ESTIMATORS[name]().fit, X * 1e-3, _target(name, y, X))
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])

@@ -60,6 +60,9 @@ CLAIMS = [
      "tests/test_weights.py::"
      "test_weights_that_sum_to_one_are_warned_about_where_their_scale_matters"),
     # a fit on unstandardised features says so
+    ("docs/changelog.rst", r"A fit on features that are all tiny warns too\*\*: where every "
+     r"value of X is within 0.1",
+     "tests/test_input_contracts.py::test_a_fit_on_unstandardised_features_says_so"),
     ("docs/changelog.rst", r"A fit on features far from order one warns\*\* \(every estimator, "
      r"as a fit starts",
      "tests/test_input_contracts.py::test_a_fit_on_unstandardised_features_says_so"),

@@ -27,6 +27,12 @@ from ._weights import check_data_weight, normalised
 DIVERGENCE_FACTOR = 1e3
 #: a diverged fit on features beyond this magnitude names X's scale as the likely cause
 LARGE_FEATURE_MAGNITUDE = 1e3
+#: ... and a fit on features all within this magnitude is told so: networks at their default
+#: learning rate learn little from them (1,000 rows of three standard-normal features scaled
+#: by 0.01, largest value 0.04: the MT-SGD classifier's test accuracy 0.958 -> 0.882; at 0.11,
+#: 0.944; the regressor with its linear mean function, three particles: R^2 on its 1,500
+#: training rows 0.986 -> 0.436)
+SMALL_FEATURE_MAGNITUDE = 0.1
 
 
 def _same_label(a, b):
@@ -77,10 +83,10 @@ def _non_numeric_columns(X):
 
 def scale_advice(X):
     """What to tell a user whose fit failed or stalled when ``X`` holds values beyond
-    :data:`LARGE_FEATURE_MAGNITUDE` ("" otherwise): the networks expect features of order
-    one."""
+    :data:`LARGE_FEATURE_MAGNITUDE`, or only values within :data:`SMALL_FEATURE_MAGNITUDE`
+    ("" otherwise): the networks expect features of order one."""
     magnitude = max_abs(X)
-    if magnitude <= LARGE_FEATURE_MAGNITUDE:
+    if SMALL_FEATURE_MAGNITUDE <= magnitude <= LARGE_FEATURE_MAGNITUDE:
         return ""
     return (f"X holds values up to {magnitude:.3g} in magnitude: standardise the features "
             "(e.g. StandardScaler in a pipeline)")
