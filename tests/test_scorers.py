@@ -493,3 +493,19 @@ def test_reliability_display_leaves_out_missing_labels_and_refuses_unknown_ones(
     assert counted.ece[0] == pytest.approx(expected_calibration_error(
         y, proba, labels=["cat", "Dog"], unknown_labels="count_as_wrong"))
     plt.close("all")
+
+
+def test_a_misspelt_multioutput_is_refused_for_one_task_too():
+    """``multioutput`` other than 'raw_values', 'uniform_average' or weights raised for a 2-D
+    ``y`` only; with one task it passed unnoticed."""
+    from sklmoo.metrics import gaussian_nll
+
+    for call in (lambda m: expected_calibration_error([0, 1], [[0.9, 0.1], [0.2, 0.8]],
+                                                      multioutput=m),
+                 lambda m: brier_score([0, 1], [0.2, 0.8], multioutput=m),
+                 lambda m: negative_log_likelihood([0, 1], [[0.9, 0.1], [0.2, 0.8]],
+                                                   multioutput=m),
+                 lambda m: gaussian_nll([0.0, 1.0], [0.0, 1.0], [1.0, 1.0], multioutput=m)):
+        with pytest.raises(ValueError, match="multioutput must be"):
+            call("bogus")
+        assert np.isfinite(call("uniform_average"))

@@ -318,16 +318,17 @@ def aggregate(values, multitask, multioutput):
     """Combine per-task values; NaN marks a task without labelled samples, left out of the
     averages."""
     values = np.asarray(values, dtype=np.float64)
+    if isinstance(multioutput, str) and multioutput not in ("raw_values", "uniform_average"):
+        # refused for one task too (a misspelling must not pass unnoticed until a 2-D y)
+        raise ValueError(f"multioutput must be 'raw_values', 'uniform_average' or task weights, "
+                         f"got {multioutput!r}")
     if not multitask:
         return float(values[0])
     present = ~np.isnan(values)
     if isinstance(multioutput, str):
         if multioutput == "raw_values":
             return values
-        if multioutput == "uniform_average":
-            return float(values[present].mean())
-        raise ValueError(f"multioutput must be 'raw_values', 'uniform_average' or task weights, "
-                         f"got {multioutput!r}")
+        return float(values[present].mean())
     w = np.asarray(multioutput, dtype=np.float64)
     if w.shape != values.shape:
         raise ValueError(f"multioutput weights must have shape {values.shape}, got {w.shape}")
