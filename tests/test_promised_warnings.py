@@ -89,7 +89,7 @@ CLAIMS = [
     ("docs/changelog.rst", r"A continued fit's warning no longer says \"after burn-in\"",
      "tests/test_l2e_classifier.py::test_more_draws_than_the_fit_can_collect_are_warned_about"),
     # L2E asked for more draws than its fit can collect says so
-    ("docs/changelog.rst", r"L2E collected fewer draws than n_draws asked for, silently.*"
+    ("docs/changelog.rst", r"L2E collected fewer draws than it was asked for, silently.*"
      r"fewer candidate steps than n_draws warns, once.*"
      r"test_more_draws_than_the_fit_can_collect_are_warned_about",
      "tests/test_l2e_classifier.py::test_more_draws_than_the_fit_can_collect_are_warned_about"),
