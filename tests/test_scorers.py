@@ -509,3 +509,9 @@ def test_a_misspelt_multioutput_is_refused_for_one_task_too():
         with pytest.raises(ValueError, match="multioutput must be"):
             call("bogus")
         assert np.isfinite(call("uniform_average"))
+
+
+def test_labels_all_weighted_zero_are_named_as_such():
+    with pytest.raises(ValueError, match="every labelled sample has weight 0"):
+        expected_calibration_error(np.array([0, 1, np.nan]),
+                                   [[0.9, 0.1], [0.2, 0.8], [0.5, 0.5]], sample_weight=[0, 0, 1])

@@ -106,7 +106,8 @@ def _task_metric(per_task, y_true, y_proba, labels, sample_weight, multioutput,
         raise ValueError(f"unknown_labels must be one of {_UNKNOWN}, got {unknown_labels!r}")
     tasks, multitask = tasks_and_weights(y_true, y_proba, labels, sample_weight, unknown_labels)
     if all(t is None for t in tasks):
-        raise ValueError("y_true has no labelled sample (every label is missing)")
+        raise ValueError("y_true has no labelled sample of positive weight (every label is "
+                         "missing, or every labelled sample has weight 0)")
     values = np.array([np.nan if t is None else per_task(*t) for t in tasks])
     if np.isnan(values).any():
         warnings.warn(f"tasks {np.flatnonzero(np.isnan(values)).tolist()} have no labelled "

@@ -107,7 +107,8 @@ def multitask_accuracy_score(y_true, y_pred, *, sample_weight=None,
         values.append(float(np.average(hits, weights=w)))
     values = np.array(values)
     if np.isnan(values).all():
-        raise ValueError("y_true has no labelled sample (every label is missing)")
+        raise ValueError("y_true has no labelled sample of positive weight (every label is "
+                         "missing, or every labelled sample has weight 0)")
     if np.isnan(values).any():
         warnings.warn(f"tasks {np.flatnonzero(np.isnan(values)).tolist()} have no labelled "
                       "sample: left out of the average (NaN in raw_values)", UserWarning,
