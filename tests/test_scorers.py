@@ -358,6 +358,7 @@ def test_scorer_arguments_a_metric_refuses_are_refused_when_the_scorer_is_made()
         make_regression_scorer("gaussian_nll", multioutptu="raw_values")
     make_regression_scorer("interval_coverage", greater_is_better=True, level=0.9,
                            multioutput="raw_values")
+    make_regression_scorer("gaussian_nll", multioutput=[1, 2, 3])   # for a y of 3 outputs
 
 
 def _small_mtsgd(**kw):

@@ -259,25 +259,32 @@ def make_calibration_scorer(metric="ece", *, greater_is_better=False, **kwargs):
     """
     fn = _resolve_metric(metric, _METRICS)
     if fn in _METRICS.values():
-        _check_metric_arguments(fn, kwargs)
+        # tried on a two-sample binary problem when every argument is about the binning or
+        # the floor (not about labels or tasks)
+        trial = (([0, 1], np.array([[0.8, 0.2], [0.3, 0.7]]))
+                 if set(kwargs) <= {"n_bins", "strategy", "norm", "scale_by_half", "eps"}
+                 else None)
+        _check_metric_arguments(fn, kwargs, 2, trial)
     return CalibrationScorer(fn, greater_is_better=greater_is_better, **kwargs)
 
 
-def _check_metric_arguments(fn, kwargs):
+def _check_metric_arguments(fn, kwargs, n_inputs, trial=None):
     """Refuse, when the scorer is made, arguments a built-in metric would refuse at every
-    scoring (a misspelt name, ``n_bins=0``): scikit-learn's model selection would otherwise
-    turn each score into NaN with a warning. Tried on a two-sample binary problem when every
-    argument is about the binning or the floor (not about labels or tasks)."""
+    scoring (a misspelt name, ``n_bins=0``, ``level=1.5``): scikit-learn's model selection
+    would otherwise turn each score into NaN with a warning. ``n_inputs``: the metric's
+    positional inputs; ``trial``: such inputs of a small valid problem to call it on, or
+    None (only the names are checked)."""
     try:
-        inspect.signature(fn).bind(None, None, **kwargs)
+        inspect.signature(fn).bind(*[None] * n_inputs, **kwargs)
     except TypeError as exc:
         raise TypeError(f"{fn.__name__} takes no such argument: {exc}") from None
-    if set(kwargs) <= {"n_bins", "strategy", "norm", "scale_by_half", "eps"}:
-        try:
-            fn([0, 1], np.array([[0.8, 0.2], [0.3, 0.7]]), **kwargs)
-        except ValueError as exc:
-            raise ValueError(f"{fn.__name__}({', '.join(f'{k}={v!r}' for k, v in kwargs.items())})"
-                             f": {exc}") from None
+    if trial is None:
+        return
+    try:
+        fn(*trial, **kwargs)
+    except ValueError as exc:
+        raise ValueError(f"{fn.__name__}({', '.join(f'{k}={v!r}' for k, v in kwargs.items())})"
+                         f": {exc}") from None
 
 
 #: Negated top-label ECE with 10 equal-width bins (the MT-SGD paper's setting).
@@ -367,24 +374,13 @@ def make_regression_scorer(metric="gaussian_nll", *, greater_is_better=False, **
     """
     fn = _resolve_metric(metric, _REGRESSION_METRICS)
     if fn in _REGRESSION_METRICS.values():
-        _check_regression_arguments(fn, kwargs)
+        # tried on three samples of two outputs, unless the arguments hold output weights
+        # (their number is the scored y's, not known here)
+        y = np.array([[0.0, 1.0], [1.0, 0.0], [0.5, 0.2]])
+        weights = not isinstance(kwargs.get("multioutput", "uniform_average"), str)
+        _check_metric_arguments(fn, kwargs, 3,
+                                None if weights else (y, y + 0.1, np.ones_like(y)))
     return RegressionScorer(fn, greater_is_better=greater_is_better, **kwargs)
-
-
-def _check_regression_arguments(fn, kwargs):
-    """:func:`_check_metric_arguments` for the regression metrics: a misspelt name, or a
-    value the metric refuses (``level=1.5``, ``multioutput='bogus'``), refused when the
-    scorer is made, tried on three samples of two outputs."""
-    try:
-        inspect.signature(fn).bind(None, None, None, **kwargs)
-    except TypeError as exc:
-        raise TypeError(f"{fn.__name__} takes no such argument: {exc}") from None
-    y = np.array([[0.0, 1.0], [1.0, 0.0], [0.5, 0.2]])
-    try:
-        fn(y, y + 0.1, np.ones_like(y), **kwargs)
-    except ValueError as exc:
-        raise ValueError(f"{fn.__name__}({', '.join(f'{k}={v!r}' for k, v in kwargs.items())})"
-                         f": {exc}") from None
 
 
 #: Negated mean Gaussian negative log-likelihood of ``predict(X, return_std=True)``.
