@@ -91,9 +91,6 @@ def _gap(mean_conf, acc, weight, norm):
     return float(gap.max())
 
 
-_UNKNOWN = ("raise", "count_as_wrong")
-
-
 def _task_metric(per_task, y_true, y_proba, labels, sample_weight, multioutput,
                  unknown_labels="raise"):
     """Validate the inputs, apply ``per_task(codes, proba, sample_weight) -> float`` to every
@@ -102,8 +99,6 @@ def _task_metric(per_task, y_true, y_proba, labels, sample_weight, multioutput,
     Samples whose label is missing (NaN / None) are left out of their task; a task with no
     labelled sample gets NaN in ``'raw_values'`` and is left out of the averages (with a
     warning); all tasks unlabelled raises."""
-    if unknown_labels not in _UNKNOWN:
-        raise ValueError(f"unknown_labels must be one of {_UNKNOWN}, got {unknown_labels!r}")
     tasks, multitask = tasks_and_weights(y_true, y_proba, labels, sample_weight, unknown_labels)
     if all(t is None for t in tasks):
         raise ValueError("y_true has no labelled sample of positive weight (every label is "

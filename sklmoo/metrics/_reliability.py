@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from ._calibration import _UNKNOWN, _check_binning, _gap, _top_label, binned_calibration
+from ._calibration import _check_binning, _gap, _top_label, binned_calibration
 from ._scorers import _classes_of, in_fit_order, with_missing_marked
 from ._validation import tasks_and_weights
 
@@ -170,9 +170,6 @@ class ReliabilityDiagramDisplay:
         ReliabilityDiagramDisplay
         """
         _check_binning(n_bins, strategy)
-        if unknown_labels not in _UNKNOWN:
-            raise ValueError(f"unknown_labels must be one of {_UNKNOWN}, got "
-                             f"{unknown_labels!r}")
         tasks, multitask = tasks_and_weights(y_true, y_proba, labels, sample_weight,
                                              unknown=unknown_labels)
         if any(t is None for t in tasks):

@@ -289,13 +289,20 @@ def check_sample_weight(sample_weight, n):
     return w
 
 
+#: what ``unknown_labels`` may be (see :func:`tasks_and_weights`)
+UNKNOWN_LABELS = ("raise", "count_as_wrong")
+
+
 def tasks_and_weights(y_true, y_proba, labels, sample_weight, unknown="raise"):
     """Per task ``(codes, proba, weights)`` with the samples whose label is missing (NaN /
     None) left out -- ``None`` for a task with no labelled sample (or no weight on one) --
     and whether ``y_true`` is multi-task.
 
     ``unknown``: ``'raise'`` for a label not in ``labels``, or ``'count_as_wrong'`` (code -1,
-    probability 0 for the true class: what a classifier scores for a class it never saw)."""
+    probability 0 for the true class: what a classifier scores for a class it never saw);
+    the metrics' and the reliability diagram's ``unknown_labels``."""
+    if unknown not in UNKNOWN_LABELS:
+        raise ValueError(f"unknown_labels must be one of {UNKNOWN_LABELS}, got {unknown!r}")
     y = _as_label_array(y_true)
     if len(y) == 0:
         raise ValueError("y_true is empty")
