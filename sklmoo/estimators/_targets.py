@@ -4,7 +4,7 @@ the regressor."""
 import numpy as np
 import pandas as pd
 
-from ..metrics._validation import label_kind
+from ..metrics._validation import float_targets, label_kind
 
 
 #: the names of unnamed targets: ``task_0``, ``task_1``, ... (classifiers) and ``output_0``, ...
@@ -218,10 +218,8 @@ def regression_targets(y, n_samples, check_spread=True):
     if arr.dtype.kind == "c":
         raise ValueError("y must be real numbers, got complex values")
     if arr.dtype.kind not in "fiub":
-        if arr.dtype == object:      # pd.NA / None (nullable pandas columns) is missing, as NaN
-            arr = np.where(pd.isna(arr), np.nan, arr)
-        try:
-            arr = arr.astype(np.float64)
+        try:                         # pd.NA / None (nullable pandas columns) is missing, as NaN
+            arr = float_targets(arr)
         except (TypeError, ValueError):
             raise ValueError(f"y must be numeric, got dtype {arr.dtype}; for class labels use "
                              "a classifier") from None
